@@ -1,0 +1,49 @@
+/**
+ * The fixed table from session options to CLI flags. Clients never pass raw
+ * flags: each option maps to exactly one flag here, after zod validation.
+ */
+import type { SessionOptions } from '../protocol/session-options.js'
+
+/** Flags every CLI gets: stream-json both ways, and permission prompts over stdio. */
+export const baseArgs = [
+  '--output-format', 'stream-json',
+  '--verbose',
+  '--input-format', 'stream-json',
+  '--permission-prompt-tool', 'stdio'
+] as const
+
+type FlagMap = { [K in keyof SessionOptions]-?: (value: NonNullable<SessionOptions[K]>) => string[] }
+
+// `=` joins free-text values to their flag so a value starting with '-' is never read as a flag.
+export const optionFlags: FlagMap = {
+  model: (v) => [`--model=${v}`],
+  permission_mode: (v) => [`--permission-mode=${v}`],
+  allowed_tools: (v) => v.length === 0 ? [] : [`--allowedTools=${v.join(',')}`],
+  disallowed_tools: (v) => v.length === 0 ? [] : [`--disallowedTools=${v.join(',')}`],
+  append_system_prompt: (v) => [`--append-system-prompt=${v}`],
+  max_turns: (v) => [`--max-turns=${v}`],
+  include_partial_messages: (v) => v ? ['--include-partial-messages'] : [],
+  // Not flags: cwd picks the spawn folder, metadata stays with the gateway.
+  cwd: () => [],
+  metadata: () => []
+}
+
+export interface CliArgsInput {
+  sessionId: string
+  /** True when the CLI has stored the conversation: continue it instead of starting anew. */
+  resume: boolean
+  options: SessionOptions
+  /** Operator-only flags from CLAUDE_ARGS_EXTRA. */
+  extra: readonly string[]
+}
+
+export function buildCliArgs (input: CliArgsInput): string[] {
+  const args: string[] = [...baseArgs, input.resume ? '--resume' : '--session-id', input.sessionId]
+  for (const key of Object.keys(optionFlags) as Array<keyof SessionOptions>) {
+    const value = input.options[key]
+    if (value === undefined || value === null) continue
+    args.push(...(optionFlags[key] as (v: unknown) => string[])(value))
+  }
+  args.push(...input.extra)
+  return args
+}

@@ -1,0 +1,42 @@
+/**
+ * What the session core needs from a running CLI, kept apart from the
+ * child_process implementation (cli-process.ts) so the core can be driven
+ * by any implementation and never imports child_process itself.
+ */
+
+export interface CliExit {
+  code: number | null
+  signal: string | null
+  /** Last stderr lines, oldest first. */
+  stderrTail: string[]
+  /** Set when the process could not be started at all (e.g. ENOENT). */
+  spawnError?: string
+}
+
+export interface CliSpawnSpec {
+  command: string
+  args: string[]
+  cwd: string
+  env: Record<string, string>
+  /** Used to tag log lines and pid files. */
+  sessionId: string
+}
+
+export interface CliCallbacks {
+  /** One complete stdout line (without its newline). */
+  onLine: (line: string) => void
+  /** A stdout line over the size limit was dropped. */
+  onOversize: (bytes: number) => void
+  /** Called once, after the last stdout line was delivered. */
+  onExit: (exit: CliExit) => void
+}
+
+export interface CliHandle {
+  readonly pid: number | undefined
+  /** Writes one NDJSON line (the newline is added). False when stdin is gone. */
+  write: (line: string) => boolean
+  /** Ends the process: stdin closed, then SIGTERM, then SIGKILL to its group. Resolves on exit. */
+  stop: () => Promise<CliExit>
+}
+
+export type CliLauncher = (spec: CliSpawnSpec, callbacks: CliCallbacks) => CliHandle

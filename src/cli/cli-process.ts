@@ -1,0 +1,156 @@
+/**
+ * Runs one CLI as a child process in its own process group. The only module
+ * that imports child_process.
+ *
+ * Ending is always the same ladder: stdin closed (the CLI finishes and exits
+ * 0), then SIGTERM to the group, then SIGKILL to the group. When the CLI
+ * exits by itself, whatever it left in its group (background tool processes)
+ * is ended the same way, so nothing outlives its session.
+ */
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import type { CliCallbacks, CliExit, CliHandle, CliSpawnSpec } from './cli-handle.js'
+import { NdjsonSplitter } from './ndjson.js'
+
+export interface CliProcessOptions {
+  maxLineBytes: number
+  /** How long each step of the stop ladder waits before the next. */
+  stopTimeoutMs: number
+  logger: Logger
+  /** Where a pid file per running CLI is kept, so a restarted gateway can reap orphans. */
+  pidDir?: string | undefined
+  stderrTailLines?: number
+}
+
+export class CliProcess implements CliHandle {
+  readonly #child: ChildProcessWithoutNullStreams
+  readonly #options: CliProcessOptions
+  readonly #callbacks: CliCallbacks
+  readonly #log: Logger
+  readonly #stderrTail: string[] = []
+  readonly #exited: Promise<CliExit>
+  #resolveExit!: (exit: CliExit) => void
+  #exit: CliExit | null = null
+  #pidFile: string | null = null
+
+  constructor (spec: CliSpawnSpec, callbacks: CliCallbacks, options: CliProcessOptions) {
+    this.#options = options
+    this.#callbacks = callbacks
+    this.#log = options.logger.child({ session: spec.sessionId })
+    this.#exited = new Promise((resolve) => { this.#resolveExit = resolve })
+
+    this.#child = spawn(spec.command, spec.args, {
+      cwd: spec.cwd,
+      env: spec.env,
+      detached: true, // own process group: signals reach the CLI and every tool it started
+      stdio: ['pipe', 'pipe', 'pipe']
+    })
+    const child = this.#child
+
+    if (child.pid !== undefined && options.pidDir !== undefined) {
+      mkdirSync(options.pidDir, { recursive: true })
+      this.#pidFile = join(options.pidDir, `${spec.sessionId}.pid`)
+      writeFileSync(this.#pidFile, `${child.pid}\n${spec.command}\n`)
+    }
+
+    const splitter = new NdjsonSplitter({
+      maxLineBytes: options.maxLineBytes,
+      onLine: callbacks.onLine,
+      onOversize: callbacks.onOversize
+    })
+    child.stdout.on('data', (chunk: Buffer) => splitter.push(chunk))
+    child.stdout.on('end', () => splitter.end())
+
+    let stderrRest = ''
+    child.stderr.setEncoding('utf8')
+    child.stderr.on('data', (text: string) => {
+      const lines = (stderrRest + text).split('\n')
+      stderrRest = lines.pop() ?? ''
+      for (const line of lines) this.#stderrLine(line)
+    })
+    child.stderr.on('end', () => { if (stderrRest !== '') this.#stderrLine(stderrRest) })
+
+    // A write racing the CLI's exit fails with EPIPE; the exit report covers it.
+    child.stdin.on('error', (err) => this.#log.debug({ err }, 'cli stdin error'))
+
+    child.on('error', (err) => {
+      this.#log.error({ err }, 'cli process error')
+      if (child.pid === undefined) this.#finish({ code: null, signal: null, stderrTail: [], spawnError: err.message })
+    })
+    child.on('exit', () => {
+      // The CLI is gone; end anything it left in its group so the pipes close too.
+      void this.#killGroupLadder()
+    })
+    child.on('close', (code, signal) => {
+      this.#finish({ code, signal, stderrTail: [...this.#stderrTail] })
+    })
+  }
+
+  get pid (): number | undefined {
+    return this.#child.pid
+  }
+
+  write (line: string): boolean {
+    const stdin = this.#child.stdin
+    if (this.#exit !== null || stdin.destroyed || stdin.writableEnded) return false
+    stdin.write(line + '\n')
+    return true
+  }
+
+  async stop (): Promise<CliExit> {
+    if (this.#exit !== null) return this.#exit
+    this.#child.stdin.end()
+    if (await this.#waitExit(this.#options.stopTimeoutMs)) return this.#exited
+    this.#signalGroup('SIGTERM')
+    if (await this.#waitExit(this.#options.stopTimeoutMs)) return this.#exited
+    this.#signalGroup('SIGKILL')
+    return this.#exited
+  }
+
+  #stderrLine (line: string): void {
+    if (line === '') return
+    this.#log.info({ stderr: line }, 'cli stderr')
+    this.#stderrTail.push(line)
+    const max = this.#options.stderrTailLines ?? 20
+    if (this.#stderrTail.length > max) this.#stderrTail.shift()
+  }
+
+  /** After the CLI itself exited: SIGTERM what is left of its group, SIGKILL it if it lingers. */
+  async #killGroupLadder (): Promise<void> {
+    if (!this.#signalGroup('SIGTERM')) return
+    await new Promise((resolve) => setTimeout(resolve, this.#options.stopTimeoutMs).unref())
+    if (this.#signalGroup(0)) this.#signalGroup('SIGKILL')
+  }
+
+  /** Signals the whole group; false when no process of it is left. */
+  #signalGroup (signal: NodeJS.Signals | 0): boolean {
+    const pid = this.#child.pid
+    if (pid === undefined) return false
+    try {
+      process.kill(-pid, signal)
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  /** Resolves true once the process has exited and its pipes closed, false after `ms`. */
+  #waitExit (ms: number): Promise<boolean> {
+    if (this.#exit !== null) return Promise.resolve(true)
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), ms)
+      void this.#exited.then(() => { clearTimeout(timer); resolve(true) })
+    })
+  }
+
+  #finish (exit: CliExit): void {
+    if (this.#exit !== null) return
+    this.#exit = exit
+    if (this.#pidFile !== null) rmSync(this.#pidFile, { force: true })
+    this.#log.info({ code: exit.code, signal: exit.signal, spawnError: exit.spawnError }, 'cli exited')
+    this.#callbacks.onExit(exit)
+    this.#resolveExit(exit)
+  }
+}

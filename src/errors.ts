@@ -1,0 +1,69 @@
+/**
+ * The one table of error codes. HTTP replies carry `{statusCode, code, message}`;
+ * WebSocket `gateway`/`error` frames carry `{code, message}` from the same table;
+ * close codes are listed in `closeCodes`. docs/PROTOCOL.md and docs/API.md
+ * mirror both tables.
+ */
+
+export const errorTable = {
+  // HTTP and WebSocket upgrade
+  bad_request: { statusCode: 400, message: 'The request is not valid' },
+  unauthorized: { statusCode: 401, message: 'Missing or invalid credentials' },
+  forbidden_origin: { statusCode: 403, message: 'Origin not allowed' },
+  session_not_found: { statusCode: 404, message: 'No such session' },
+  not_found: { statusCode: 404, message: 'No such route' },
+  request_not_found: { statusCode: 404, message: 'No such pending request' },
+  too_many_sessions: { statusCode: 503, message: 'The gateway has reached MAX_SESSIONS' },
+  rate_limited: { statusCode: 429, message: 'Too many requests' },
+  payload_too_large: { statusCode: 413, message: 'Body too large' },
+  store_unavailable: { statusCode: 503, message: 'The event store is unavailable' },
+  shutting_down: { statusCode: 503, message: 'The gateway is shutting down' },
+  internal: { statusCode: 500, message: 'Internal error' },
+  // WebSocket frames (statusCode is what the HTTP answer path uses for the same condition)
+  invalid_json: { statusCode: 400, message: 'The frame is not valid JSON' },
+  invalid_frame: { statusCode: 400, message: 'The frame does not match the protocol' },
+  binary_not_supported: { statusCode: 400, message: 'Binary frames are not supported; send JSON text' },
+  not_holder: { statusCode: 409, message: 'Only the client holding the session may do that' },
+  unknown_request: { statusCode: 404, message: 'No pending request has that request_id' },
+  already_resolved: { statusCode: 409, message: 'That request was already answered or cancelled' },
+  duplicate_request_id: { statusCode: 409, message: 'A request with that request_id is already in flight' },
+  request_timeout: { statusCode: 504, message: 'The CLI did not answer the control request in time' },
+  session_not_running: { statusCode: 409, message: 'The session has no running CLI' },
+  cli_start_failed: { statusCode: 502, message: 'The CLI could not be started' },
+  cli_output_rejected: { statusCode: 502, message: 'The CLI printed a line the gateway could not relay' },
+  store_degraded: { statusCode: 503, message: 'The event store is unreachable; events are held in memory' },
+  store_overflow: { statusCode: 507, message: 'Events held in memory passed STORE_QUEUE_MAX; the oldest unsaved ones were dropped from history' }
+} as const satisfies Record<string, { statusCode: number; message: string }>
+
+export type ErrorCode = keyof typeof errorTable
+
+/** An error with a code from the table; Fastify's error handler renders it. */
+export class GatewayError extends Error {
+  override name = 'GatewayError'
+  readonly code: ErrorCode
+  readonly statusCode: number
+
+  constructor (code: ErrorCode, message?: string) {
+    super(message ?? errorTable[code].message)
+    this.code = code
+    this.statusCode = errorTable[code].statusCode
+  }
+
+  toJSON (): { statusCode: number; code: ErrorCode; message: string } {
+    return { statusCode: this.statusCode, code: this.code, message: this.message }
+  }
+}
+
+/** WebSocket close codes the gateway uses. 1xxx are RFC 6455; 4xxx are ours. */
+export const closeCodes = {
+  /** The gateway is shutting down or restarting: reconnect later. */
+  serviceRestart: 1012,
+  /** A message over WS_MAX_PAYLOAD_BYTES (set by ws itself). */
+  tooBig: 1009,
+  /** Unexpected server error. */
+  internal: 1011,
+  /** The client did not read fast enough; its backlog passed WS_MAX_BUFFERED_BYTES. Reconnect with ?after=. */
+  slowConsumer: 4008,
+  /** The session was removed while the client was attached. */
+  sessionGone: 4004
+} as const

@@ -1,0 +1,76 @@
+/**
+ * `GET /v1/sessions/:id/ws`: attaches a WebSocket client to a session.
+ * Authentication, the session lookup and query validation happen before the
+ * upgrade, so a refused client gets a plain HTTP status, not a socket.
+ */
+import type { FastifyInstance } from 'fastify'
+import type { RawData } from 'ws'
+import { errorTable } from '../errors.js'
+import { parseClientFrame } from '../protocol/client-frames.js'
+import { wsQuery } from '../protocol/session-options.js'
+import { errorFrame } from '../session/frames.js'
+import type { Session } from '../session/session.js'
+import type { SessionManager } from '../session/session-manager.js'
+import type { Heartbeat } from '../ws/heartbeat.js'
+import { WsClient } from '../ws/ws-client.js'
+import { findSession } from './sessions.js'
+import { parseOr400 } from './validate.js'
+
+export interface WsRoutesOptions {
+  manager: SessionManager
+  heartbeat: Heartbeat
+  maxBufferedBytes: number
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set before the upgrade for WebSocket routes. */
+    gatewaySession?: Session
+  }
+}
+
+export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions): Promise<void> {
+  const { manager, heartbeat } = options
+
+  app.get('/v1/sessions/:id/ws', {
+    websocket: true,
+    preValidation: async (request) => {
+      parseOr400(wsQuery, request.query)
+      request.gatewaySession = await findSession(manager, request)
+    }
+  }, (socket, request) => {
+    const session = request.gatewaySession as Session
+    const query = wsQuery.parse(request.query)
+    const client = new WsClient(socket, options.maxBufferedBytes)
+    heartbeat.add(client)
+
+    socket.on('message', (data: RawData, isBinary: boolean) => {
+      if (isBinary) {
+        client.send(errorFrame('binary_not_supported', errorTable.binary_not_supported.message))
+        return
+      }
+      const parsed = parseClientFrame(rawText(data))
+      if (!parsed.ok) {
+        client.send(errorFrame(parsed.code, parsed.message))
+        return
+      }
+      session.handleFrame(client, parsed.frame)
+    })
+    socket.on('close', () => {
+      heartbeat.delete(client)
+      session.detach(client)
+    })
+    socket.on('error', (err) => request.log.debug({ err }, 'websocket error'))
+
+    session.attach(client, { role: query.role, after: query.after }).catch((err: unknown) => {
+      request.log.error({ err }, 'attach failed')
+      client.close(1011, 'attach failed')
+    })
+  })
+}
+
+function rawText (data: RawData): string {
+  if (Buffer.isBuffer(data)) return data.toString('utf8')
+  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8')
+  return Buffer.from(data).toString('utf8')
+}

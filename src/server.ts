@@ -1,0 +1,58 @@
+/**
+ * Entry point: loads the configuration, builds the app, listens, and shuts
+ * down cleanly on SIGTERM/SIGINT (clients closed with 1012, every CLI
+ * stopped, the store flushed, exit 0).
+ */
+import { buildApp } from './app.js'
+import { ConfigError, loadConfig } from './config.js'
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost'])
+
+async function main (): Promise<void> {
+  let config
+  try {
+    config = loadConfig()
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`)
+      process.exit(2)
+    }
+    throw err
+  }
+  if (config.tokens === null && !LOOPBACK.has(config.host)) {
+    process.stderr.write(`invalid configuration:\n  HOST: ${config.host} is not loopback; set GATEWAY_TOKENS to listen beyond this machine\n`)
+    process.exit(2)
+  }
+
+  const app = await buildApp(config)
+  const generated = app.gateway.generatedToken
+  if (generated !== null) {
+    // Printed once, to the terminal only (never logged): the operator's key for this run.
+    process.stderr.write(`\nGATEWAY_TOKENS is unset: this run's token (tenant "default") is\n\n    ${generated}\n\nSend it as "Authorization: Bearer <token>".\n\n`)
+  }
+
+  let closing = false
+  const shutdown = (signal: string): void => {
+    if (closing) return
+    closing = true
+    app.log.info({ signal }, 'shutting down')
+    const force = setTimeout(() => {
+      app.log.error('shutdown took too long; exiting')
+      process.exit(1)
+    }, config.shutdownGraceMs + 3 * config.cliStopTimeoutMs + 5000)
+    force.unref()
+    app.close().then(() => process.exit(0), (err: unknown) => {
+      app.log.error({ err }, 'shutdown failed')
+      process.exit(1)
+    })
+  }
+  process.on('SIGTERM', () => shutdown('SIGTERM'))
+  process.on('SIGINT', () => shutdown('SIGINT'))
+
+  await app.listen({ port: config.port, host: config.host })
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`gateway failed to start: ${err instanceof Error ? err.stack : String(err)}\n`)
+  process.exit(1)
+})

@@ -1,0 +1,40 @@
+/**
+ * Builds the frames clients receive. CLI lines are relayed as the CLI wrote
+ * them with `"seq"` spliced in as the first key, instead of being parsed and
+ * re-serialised: cheaper, and byte-faithful to what the CLI printed.
+ */
+
+/** `{"seq":n,` + the rest of the CLI's line. Falls back to re-serialising if the line has its own `seq`. */
+export function withSeq (line: string, parsed: Record<string, unknown>, seq: number): string {
+  if (Object.hasOwn(parsed, 'seq')) return JSON.stringify({ ...parsed, seq })
+  const text = line.trim()
+  const rest = text.slice(1).trimStart()
+  return rest.startsWith('}') ? `{"seq":${seq}}` : `{"seq":${seq},${rest}`
+}
+
+/** A gateway frame (`type: "gateway"`), with a seq when it is recorded. */
+export function gatewayFrame (subtype: string, fields: Record<string, unknown>, seq?: number): string {
+  return JSON.stringify(seq === undefined
+    ? { type: 'gateway', subtype, ...fields }
+    : { type: 'gateway', subtype, seq, ...fields })
+}
+
+export function errorFrame (code: string, message: string, extra: Record<string, unknown> = {}): string {
+  return gatewayFrame('error', { code, message, ...extra })
+}
+
+/** What a client that does not hold the session sees instead of a CLI control_request. */
+export function pendingNotice (seq: number, requestId: string, request: Record<string, unknown>): string {
+  const pick = (k: string): unknown => typeof request[k] === 'string' ? request[k] : undefined
+  return gatewayFrame('request_pending', {
+    request_id: requestId,
+    request_subtype: request.subtype,
+    tool_name: pick('tool_name'),
+    display_name: pick('display_name'),
+    description: pick('description')
+  }, seq)
+}
+
+export function isRecord (value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}

@@ -1,0 +1,519 @@
+/**
+ * One session: its CLI process, its event log and the clients attached to it.
+ *
+ * Everything the CLI prints (but keep_alives) is given the next seq, stored,
+ * and then relayed to every client. At most one client holds the session:
+ * only it may write to the CLI, and it alone receives CLI control requests
+ * in full (others get a `request_pending` notice with the same seq).
+ * Pending requests belong to the session, not to a connection.
+ *
+ * No fastify or ws here: clients are `ClientPort`s, the CLI a `CliHandle`.
+ */
+import { randomUUID } from 'node:crypto'
+import type { Logger } from 'pino'
+import type { CliExit, CliHandle, CliLauncher, CliSpawnSpec } from '../cli/cli-handle.js'
+import { type ErrorCode, GatewayError, errorTable } from '../errors.js'
+import { type PendingRequest, PermissionBroker, completePermissionAnswer, timeoutDenial } from '../permission/broker.js'
+import { type ClientFrame, type ControlResponseFrame, permissionAnswer } from '../protocol/client-frames.js'
+import type { EventStore, ExitInfo, SessionRecord, SessionStatus } from '../store/store.js'
+import { EventLog, type LogEvent } from './event-log.js'
+import { errorFrame, gatewayFrame, isRecord, pendingNotice, withSeq } from './frames.js'
+
+/** A connected client as the session sees it. */
+export interface ClientPort {
+  readonly id: string
+  send: (data: string | Buffer) => void
+}
+
+export type Role = 'controller' | 'observer'
+
+export interface SessionLimits {
+  permissionTimeoutMs: number
+  controlRequestTimeoutMs: number
+  clientRequestTimeoutMs: number
+  idleTimeoutMs: number
+  storeQueueMax: number
+}
+
+export interface SessionDeps {
+  store: EventStore
+  launch: CliLauncher
+  /** Builds how to spawn this session's CLI; `resume` picks --resume over --session-id. */
+  spawnSpec: (resume: boolean) => CliSpawnSpec
+  /** Refuses a (re)start, e.g. when MAX_SESSIONS CLIs run already. */
+  admit: () => GatewayError | null
+  /** Told whenever the session's status changes. */
+  onStatus: (session: Session) => void
+  limits: SessionLimits
+  logger: Logger
+}
+
+interface Attachment {
+  port: ClientPort
+  requested: Role
+  order: number
+  /** Live frames that arrived while this client was being replayed to; null once live. */
+  backlog: LogEvent[] | null
+}
+
+export interface AnswerInput {
+  subtype: 'success' | 'error'
+  response?: Record<string, unknown> | undefined
+  error?: string | undefined
+}
+
+export type AnswerResult = { ok: true, decision: string } | { ok: false, code: ErrorCode, message?: string }
+
+const UUID_MEMORY = 1000
+const REPLAY_PAGE = 1000
+
+export class Session {
+  readonly id: string
+  readonly #deps: SessionDeps
+  readonly #log: Logger
+  readonly #record: SessionRecord
+  readonly #events: EventLog
+  readonly #broker: PermissionBroker
+  readonly #clients = new Map<ClientPort, Attachment>()
+  readonly #clientRequests = new Map<string, { port: ClientPort, timer: NodeJS.Timeout }>()
+  readonly #seenUuids = new Set<string>()
+  #holder: Attachment | null = null
+  #attachCount = 0
+  #cli: CliHandle | null = null
+  #stopping = false
+  #turnsPending = 0
+  #idleTimer: NodeJS.Timeout | null = null
+  #recordWrite: Promise<void> = Promise.resolve()
+
+  constructor (record: SessionRecord, deps: SessionDeps) {
+    this.id = record.id
+    this.#record = record
+    this.#deps = deps
+    this.#log = deps.logger.child({ session: record.id })
+    this.#events = new EventLog({
+      sessionId: record.id,
+      store: deps.store,
+      lastSeq: record.last_seq,
+      maxUnsaved: deps.limits.storeQueueMax,
+      logger: deps.logger,
+      onCommit: (events) => this.#broadcast(events),
+      onDegraded: (degraded) => this.#sendAll(gatewayFrame('store', { state: degraded ? 'degraded' : 'ok' })),
+      onOverflow: (dropped) => this.#sendAll(errorFrame('store_overflow', errorTable.store_overflow.message, { dropped }))
+    })
+    this.#broker = new PermissionBroker({
+      permissionTimeoutMs: deps.limits.permissionTimeoutMs,
+      controlTimeoutMs: deps.limits.controlRequestTimeoutMs,
+      onTimeout: (pending) => this.#timedOut(pending)
+    })
+  }
+
+  get tenant (): string { return this.#record.tenant }
+  get status (): SessionStatus { return this.#record.status }
+  get running (): boolean { return this.#cli !== null }
+  get degraded (): boolean { return this.#events.degraded }
+  get clientCount (): number { return this.#clients.size }
+  get pendingRequests (): PendingRequest[] { return this.#broker.list() }
+  get events (): EventLog { return this.#events }
+
+  /** What REST callers see. */
+  snapshot (): Record<string, unknown> {
+    const r = this.#record
+    return {
+      id: r.id,
+      status: r.status,
+      created_at: r.created_at,
+      updated_at: r.updated_at,
+      last_seq: this.#events.lastSeq,
+      clients: this.#clients.size,
+      holder: this.#holder?.port.id ?? null,
+      pid: this.#cli?.pid ?? null,
+      turn_running: this.#turnsPending > 0,
+      pending_requests: this.#broker.size,
+      store: this.#events.degraded ? 'degraded' : 'ok',
+      exit: r.exit,
+      options: r.options,
+      metadata: r.metadata
+    }
+  }
+
+  /** Starts the CLI (`--resume` once the conversation is stored). */
+  start (): GatewayError | null {
+    if (this.#cli !== null) return null
+    const refused = this.#deps.admit()
+    if (refused !== null) return refused
+    this.#stopping = false
+    this.#turnsPending = 0
+    let spec: CliSpawnSpec
+    try {
+      spec = this.#deps.spawnSpec(this.#record.resumable)
+    } catch (err) {
+      return err instanceof GatewayError ? err : new GatewayError('cli_start_failed', String(err))
+    }
+    const cli: CliHandle = this.#deps.launch(spec, {
+      onLine: (line) => { if (this.#cli === cli) this.#onLine(line) },
+      onOversize: (bytes) => this.#rejectLine('too_large', bytes, ''),
+      onExit: (exit) => { if (this.#cli === cli) this.#onExit(exit) }
+    })
+    this.#cli = cli
+    this.#setStatus('starting')
+    this.#writeCli({ type: 'control_request', request_id: `gw_init_${randomUUID()}`, request: { subtype: 'initialize' } })
+    this.#armIdle()
+    return null
+  }
+
+  /** Ends the CLI: stdin closed, SIGTERM, SIGKILL. History and record stay. */
+  async stop (why: string): Promise<void> {
+    this.#disarmIdle()
+    const cli = this.#cli
+    if (cli === null) return
+    this.#log.info({ why }, 'stopping session')
+    this.#stopping = true
+    this.#setStatus('stopping')
+    await cli.stop()
+  }
+
+  /** Stops the CLI and waits until every event is stored (gateway shutdown). */
+  async close (deadlineMs: number): Promise<void> {
+    await this.stop('shutdown')
+    await this.#events.flush(deadlineMs)
+    await this.#recordWrite
+    this.#events.close()
+  }
+
+  // ---- clients ----
+
+  /**
+   * Attaches a client. With `after`, it first gets every frame after that seq
+   * (from the store), then live ones: no gap, no duplicate. `hello` comes first.
+   */
+  async attach (port: ClientPort, options: { role: Role, after?: number | undefined }): Promise<void> {
+    const att: Attachment = { port, requested: options.role, order: ++this.#attachCount, backlog: [] }
+    this.#clients.set(port, att)
+    this.#disarmIdle()
+    const upTo = this.#events.committedSeq
+    let from = upTo
+    let resume: 'none' | 'ok' | 'gap' = 'none'
+    let oldest: number | null = null
+    if (options.after !== undefined) {
+      from = Math.min(options.after, upTo)
+      oldest = await this.#events.firstSeq()
+      resume = oldest !== null && oldest > from + 1 ? 'gap' : 'ok'
+      if (resume === 'gap') from = (oldest as number) - 1
+    }
+    if (!this.#clients.has(port)) return
+    if (options.role === 'controller') this.#holder = att
+    port.send(gatewayFrame('hello', {
+      session_id: this.id,
+      client_id: port.id,
+      role: this.#holder === att ? 'controller' : 'observer',
+      holder: this.#holder?.port.id ?? null,
+      status: this.#record.status,
+      last_seq: upTo,
+      resume,
+      oldest_seq: oldest,
+      store: this.#events.degraded ? 'degraded' : 'ok',
+      pending_requests: this.#broker.list().map((p) => p.requestId)
+    }))
+    if (options.role === 'controller') this.#announceHolder(att)
+
+    let cursor = from
+    while (cursor < upTo) {
+      let page
+      try {
+        page = await this.#events.read(cursor, REPLAY_PAGE, upTo)
+      } catch (err) {
+        this.#log.warn({ err }, 'replay read failed')
+        port.send(errorFrame('store_unavailable', `Replay stopped at seq ${cursor}: the event store did not answer`))
+        break
+      }
+      if (page.length === 0 || !this.#clients.has(port)) break
+      for (const event of page) port.send(this.#render(event, att))
+      cursor = (page[page.length - 1] as LogEvent).seq
+    }
+    const backlog = att.backlog ?? []
+    att.backlog = null
+    for (const event of backlog) if (event.seq > cursor) port.send(this.#render(event, att))
+    if (this.#holder === att) this.#redeliver(att, from)
+  }
+
+  detach (port: ClientPort): void {
+    const att = this.#clients.get(port)
+    if (att === undefined) return
+    this.#clients.delete(port)
+    if (this.#holder === att) {
+      let next: Attachment | null = null
+      for (const other of this.#clients.values()) {
+        if (other.requested === 'controller' && (next === null || other.order > next.order)) next = other
+      }
+      this.#holder = next
+      this.#announceHolder(next)
+      if (next !== null) this.#redeliver(next, Infinity)
+    }
+    this.#armIdle()
+  }
+
+  /** Handles a validated client frame. Problems go back to that client as error frames. */
+  handleFrame (port: ClientPort, frame: ClientFrame): void {
+    if (frame.type === 'keep_alive') return
+    const fail = (code: ErrorCode, message?: string, extra: Record<string, unknown> = {}): void =>
+      port.send(errorFrame(code, message ?? errorTable[code].message, extra))
+    if (this.#holder?.port !== port) {
+      fail('not_holder', undefined, frame.type === 'user' ? {} : { request_id: requestIdOf(frame) })
+      return
+    }
+    if (frame.type === 'user') {
+      if (frame.uuid !== undefined) {
+        if (this.#seenUuids.has(frame.uuid)) return
+        this.#seenUuids.add(frame.uuid)
+        if (this.#seenUuids.size > UUID_MEMORY) this.#seenUuids.delete(this.#seenUuids.values().next().value as string)
+      }
+      if (this.#cli === null) {
+        const refused = this.start()
+        if (refused !== null) { fail(refused.code, refused.message); return }
+      } else if (this.#stopping) {
+        fail('session_not_running', 'The session is stopping; send again once it has stopped')
+        return
+      }
+      this.#disarmIdle()
+      this.#turnsPending++
+      this.#writeCli({ ...frame, session_id: this.id, parent_tool_use_id: frame.parent_tool_use_id ?? null })
+      return
+    }
+    if (frame.type === 'control_request') {
+      if (this.#cli === null || this.#stopping) { fail('session_not_running', undefined, { request_id: frame.request_id }); return }
+      if (this.#clientRequests.has(frame.request_id) || this.#broker.get(frame.request_id) !== undefined) {
+        fail('duplicate_request_id', undefined, { request_id: frame.request_id })
+        return
+      }
+      const timer = setTimeout(() => {
+        this.#clientRequests.delete(frame.request_id)
+        fail('request_timeout', undefined, { request_id: frame.request_id })
+      }, this.#deps.limits.clientRequestTimeoutMs)
+      timer.unref()
+      this.#clientRequests.set(frame.request_id, { port, timer })
+      this.#writeCli(frame)
+      return
+    }
+    const result = this.answer(frame.response.request_id, frame.response, port.id)
+    if (!result.ok) fail(result.code, result.message, { request_id: frame.response.request_id })
+  }
+
+  /** Answers a pending CLI control request (WebSocket holder or HTTP). First valid answer wins. */
+  answer (requestId: string, input: AnswerInput, by: string): AnswerResult {
+    const pending = this.#broker.get(requestId)
+    if (pending === undefined) return { ok: false, code: this.#broker.wasResolved(requestId) ? 'already_resolved' : 'unknown_request' }
+    let response: Record<string, unknown>
+    let decision: string
+    if (input.subtype === 'error') {
+      response = { subtype: 'error', request_id: requestId, error: input.error ?? 'error' }
+      decision = pending.subtype === 'can_use_tool' ? 'denied' : 'answered'
+    } else if (pending.subtype === 'can_use_tool') {
+      const parsed = permissionAnswer.safeParse(input.response)
+      if (!parsed.success) return { ok: false, code: 'invalid_frame', message: 'A can_use_tool answer needs response.behavior "allow" or "deny"' }
+      response = { subtype: 'success', request_id: requestId, response: completePermissionAnswer(parsed.data, pending.request) }
+      decision = parsed.data.behavior === 'allow' ? 'allowed' : 'denied'
+    } else {
+      response = { subtype: 'success', request_id: requestId, response: input.response ?? {} }
+      decision = 'answered'
+    }
+    this.#broker.take(requestId)
+    this.#writeCli({ type: 'control_response', response })
+    this.#recordResolved(pending, decision, by)
+    return { ok: true, decision }
+  }
+
+  // ---- CLI output ----
+
+  #onLine (line: string): void {
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(line)
+    } catch {
+      this.#rejectLine('invalid_json', Buffer.byteLength(line), line)
+      return
+    }
+    if (!isRecord(parsed)) { this.#rejectLine('not_an_object', Buffer.byteLength(line), line); return }
+    const msg = parsed
+    if (msg.type === 'keep_alive') return
+    if (this.#record.status === 'starting') this.#setStatus('running')
+    switch (msg.type) {
+      case 'control_request': {
+        const requestId = String(msg.request_id)
+        const request = isRecord(msg.request) ? msg.request : {}
+        let frame = ''
+        const seq = this.#events.push((s) => (frame = withSeq(line, msg, s)), (s) => pendingNotice(s, requestId, request))
+        this.#broker.add({ requestId, subtype: String(request.subtype), request, seq, frame, createdAt: Date.now() })
+        this.#disarmIdle()
+        return
+      }
+      case 'control_cancel_request': {
+        this.#events.push((s) => withSeq(line, msg, s))
+        const pending = this.#broker.take(String(msg.request_id))
+        if (pending !== undefined) this.#recordResolved(pending, 'cancelled', null)
+        this.#armIdle()
+        return
+      }
+      case 'control_response': {
+        this.#events.push((s) => withSeq(line, msg, s))
+        const id = isRecord(msg.response) ? String(msg.response.request_id) : ''
+        const waiting = this.#clientRequests.get(id)
+        if (waiting !== undefined) { clearTimeout(waiting.timer); this.#clientRequests.delete(id) }
+        return
+      }
+      case 'system':
+        if (msg.subtype === 'init' && !this.#record.resumable) {
+          this.#record.resumable = true
+          this.#persist()
+        }
+        break
+      case 'result':
+        this.#turnsPending = Math.max(0, this.#turnsPending - 1)
+        this.#events.push((s) => withSeq(line, msg, s))
+        this.#armIdle()
+        return
+    }
+    this.#events.push((s) => withSeq(line, msg, s))
+  }
+
+  #rejectLine (reason: string, bytes: number, line: string): void {
+    this.#log.warn({ reason, bytes, preview: line.slice(0, 200) }, 'CLI printed a line that cannot be relayed')
+    this.#events.push((s) => gatewayFrame('cli_output_rejected', { reason, bytes, preview: line.slice(0, 200) }, s))
+  }
+
+  #onExit (exit: CliExit): void {
+    this.#cli = null
+    this.#disarmIdle()
+    const stopped = this.#stopping
+    this.#stopping = false
+    this.#turnsPending = 0
+    for (const pending of this.#broker.takeAll()) this.#recordResolved(pending, 'cancelled', null)
+    for (const [id, waiting] of this.#clientRequests) {
+      clearTimeout(waiting.timer)
+      waiting.port.send(errorFrame('session_not_running', 'The CLI exited before answering', { request_id: id }))
+    }
+    this.#clientRequests.clear()
+    const info: ExitInfo = {
+      code: exit.code,
+      signal: exit.signal,
+      stderr_tail: exit.stderrTail,
+      reason: exit.spawnError !== undefined ? 'spawn_failed' : stopped ? 'stopped' : 'exited',
+      at: new Date().toISOString(),
+      ...(exit.spawnError === undefined ? {} : { error: exit.spawnError })
+    }
+    this.#record.exit = info
+    this.#setStatus(stopped ? 'stopped' : 'exited', { exit: info })
+  }
+
+  // ---- permissions ----
+
+  #timedOut (pending: PendingRequest): void {
+    const response = pending.subtype === 'can_use_tool'
+      ? { subtype: 'success', request_id: pending.requestId, response: timeoutDenial(pending.request, this.#deps.limits.permissionTimeoutMs) }
+      : { subtype: 'error', request_id: pending.requestId, error: `No client answered within ${this.#deps.limits.controlRequestTimeoutMs} ms` }
+    this.#writeCli({ type: 'control_response', response })
+    this.#recordResolved(pending, 'timed_out', null)
+  }
+
+  #recordResolved (pending: PendingRequest, decision: string, by: string | null): void {
+    const subtype = pending.subtype === 'can_use_tool' ? 'permission_resolved' : 'request_resolved'
+    this.#events.push((s) => gatewayFrame(subtype, {
+      request_id: pending.requestId,
+      request_subtype: pending.subtype,
+      decision,
+      by
+    }, s))
+    this.#armIdle()
+  }
+
+  /** Sends a new holder the pending requests it has not been given in full. */
+  #redeliver (att: Attachment, seenUpTo: number): void {
+    for (const pending of this.#broker.list()) {
+      if (pending.seq <= seenUpTo) att.port.send(pending.frame)
+    }
+  }
+
+  // ---- fan-out ----
+
+  #broadcast (events: LogEvent[]): void {
+    if (this.#clients.size === 0) return
+    for (const event of events) {
+      let shared: Buffer | null = null
+      for (const att of this.#clients.values()) {
+        if (att.backlog !== null) { att.backlog.push(event); continue }
+        if (event.observerFrame !== undefined && att !== this.#holder) { att.port.send(event.observerFrame); continue }
+        // One Buffer per frame, whatever the number of clients.
+        shared ??= Buffer.from(event.frame)
+        att.port.send(shared)
+      }
+    }
+  }
+
+  /** A stored event as this client should see it (observers get notices for control requests). */
+  #render (event: LogEvent, att: Attachment): string {
+    if (att === this.#holder) return event.frame
+    if (event.observerFrame !== undefined) return event.observerFrame
+    if (!event.frame.includes('"control_request"')) return event.frame
+    const msg = JSON.parse(event.frame) as Record<string, unknown>
+    if (msg.type !== 'control_request') return event.frame
+    return pendingNotice(event.seq, String(msg.request_id), isRecord(msg.request) ? msg.request : {})
+  }
+
+  #sendAll (frame: string): void {
+    for (const att of this.#clients.values()) att.port.send(frame)
+  }
+
+  #announceHolder (holder: Attachment | null): void {
+    for (const att of this.#clients.values()) {
+      if (att === holder && att.backlog !== null) continue
+      att.port.send(gatewayFrame('holder', { holder: holder?.port.id ?? null, role: att === holder ? 'controller' : 'observer' }))
+    }
+  }
+
+  // ---- state ----
+
+  #setStatus (status: SessionStatus, extra: Record<string, unknown> = {}): void {
+    this.#record.status = status
+    this.#record.updated_at = new Date().toISOString()
+    this.#events.push((s) => gatewayFrame('status', { status, pid: this.#cli?.pid ?? null, ...extra }, s))
+    this.#persist()
+    this.#deps.onStatus(this)
+  }
+
+  /** Saves the record; writes are chained so they land in order. */
+  #persist (): void {
+    this.#record.last_seq = this.#events.lastSeq
+    const copy = structuredClone(this.#record)
+    this.#recordWrite = this.#recordWrite
+      .then(() => this.#deps.store.putSession(copy))
+      .catch((err: unknown) => this.#log.warn({ err }, 'saving session record failed'))
+  }
+
+  #writeCli (message: Record<string, unknown>): void {
+    if (this.#cli === null || !this.#cli.write(JSON.stringify(message))) {
+      this.#log.warn({ type: message.type }, 'CLI stdin unavailable; message dropped')
+    }
+  }
+
+  #armIdle (): void {
+    const ms = this.#deps.limits.idleTimeoutMs
+    if (ms <= 0 || this.#idleTimer !== null || this.#cli === null || this.#stopping) return
+    if (this.#clients.size > 0 || this.#turnsPending > 0 || this.#broker.size > 0) return
+    this.#idleTimer = setTimeout(() => {
+      this.#idleTimer = null
+      void this.stop('idle')
+    }, ms)
+    this.#idleTimer.unref()
+  }
+
+  #disarmIdle (): void {
+    if (this.#idleTimer !== null) clearTimeout(this.#idleTimer)
+    this.#idleTimer = null
+  }
+}
+
+function requestIdOf (frame: ClientFrame): string | undefined {
+  if (frame.type === 'control_request') return frame.request_id
+  if (frame.type === 'control_response') return (frame as ControlResponseFrame).response.request_id
+  return undefined
+}
+

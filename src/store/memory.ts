@@ -1,0 +1,123 @@
+/**
+ * In-memory event store: the embedded default when REDIS_URL is unset.
+ * Lives and dies with the process; bounded by the same retention settings as
+ * the Redis store so a long-running gateway does not grow without limit.
+ */
+import {
+  type EventStore, type ListOptions, type RetentionOptions, type SessionPage,
+  type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal
+} from './store.js'
+
+interface Entry {
+  record: SessionRecord | null
+  /** Contiguous ascending events: events[i].seq === events[0].seq + i. */
+  events: StoredEvent[]
+  expiresAt: number
+}
+
+export class MemoryStore implements EventStore {
+  readonly kind = 'memory'
+  readonly #entries = new Map<string, Entry>()
+  readonly #retention: RetentionOptions
+  readonly #now: () => number
+
+  constructor (options: { retention: RetentionOptions; now?: () => number }) {
+    this.#retention = options.retention
+    this.#now = options.now ?? Date.now
+  }
+
+  #entry (id: string, create: boolean): Entry | undefined {
+    let entry = this.#entries.get(id)
+    if (entry !== undefined && entry.expiresAt <= this.#now()) {
+      this.#entries.delete(id)
+      entry = undefined
+    }
+    if (entry === undefined && create) {
+      entry = { record: null, events: [], expiresAt: Infinity }
+      this.#entries.set(id, entry)
+    }
+    return entry
+  }
+
+  async append (sessionId: string, events: StoredEvent[]): Promise<void> {
+    const entry = this.#entry(sessionId, true) as Entry
+    const log = entry.events
+    for (const event of events) {
+      const last = log.length === 0 ? 0 : (log[log.length - 1] as StoredEvent).seq
+      if (event.seq <= last) continue // already held: a retried batch
+      log.push(event)
+    }
+    // Trim in slices of a tenth so a steady stream does not shift the array on every append.
+    const max = this.#retention.maxEventsPerSession
+    if (log.length > max + Math.max(1, Math.floor(max / 10))) log.splice(0, log.length - max)
+  }
+
+  async read (sessionId: string, after: number, limit: number): Promise<StoredEvent[]> {
+    const log = this.#entry(sessionId, false)?.events
+    if (log === undefined || log.length === 0) return []
+    const first = (log[0] as StoredEvent).seq
+    const start = Math.max(0, after + 1 - first)
+    return log.slice(start, start + limit)
+  }
+
+  async firstSeq (sessionId: string): Promise<number | null> {
+    const log = this.#entry(sessionId, false)?.events
+    return log === undefined || log.length === 0 ? null : (log[0] as StoredEvent).seq
+  }
+
+  async putSession (record: SessionRecord): Promise<void> {
+    const entry = this.#entry(record.id, true) as Entry
+    entry.record = structuredClone(record)
+    const ttl = this.#retention.ttlSecondsAfterEnd
+    entry.expiresAt = isFinal(record.status) && ttl > 0 ? this.#now() + ttl * 1000 : Infinity
+  }
+
+  async getSession (id: string): Promise<SessionRecord | null> {
+    const record = this.#entry(id, false)?.record
+    return record == null ? null : structuredClone(record)
+  }
+
+  async listSessions (tenant: string, options: ListOptions): Promise<SessionPage> {
+    const after = options.cursor === undefined ? null : decodeCursor(options.cursor)
+    const mine: SessionRecord[] = []
+    for (const id of [...this.#entries.keys()]) {
+      const record = this.#entry(id, false)?.record
+      if (record != null && record.tenant === tenant) mine.push(record)
+    }
+    mine.sort(newestFirst)
+    const rest = after === null
+      ? mine
+      : mine.filter((r) => compareKeys(keyOf(r), after) > 0)
+    const page = rest.slice(0, options.limit).map((r) => structuredClone(r))
+    const last = page[page.length - 1]
+    return { sessions: page, next_cursor: rest.length > options.limit && last !== undefined ? encodeCursor(last) : null }
+  }
+
+  async listLive (): Promise<SessionRecord[]> {
+    const live: SessionRecord[] = []
+    for (const entry of this.#entries.values()) {
+      if (entry.record != null && !isFinal(entry.record.status)) live.push(structuredClone(entry.record))
+    }
+    return live
+  }
+
+  async ping (): Promise<void> {}
+
+  async close (): Promise<void> {}
+}
+
+/** Sort order for listings: newest created first, id breaking ties. */
+function newestFirst (a: Pick<SessionRecord, 'created_at' | 'id'>, b: Pick<SessionRecord, 'created_at' | 'id'>): number {
+  return compareKeys(keyOf(a), keyOf(b))
+}
+
+/** Listing position of a record, comparable with a decoded cursor (no Date round trip, which throws for out-of-range ms). */
+function keyOf (record: Pick<SessionRecord, 'created_at' | 'id'>): { ms: number; id: string } {
+  return { ms: Date.parse(record.created_at), id: record.id }
+}
+
+function compareKeys (a: { ms: number; id: string }, b: { ms: number; id: string }): number {
+  const byTime = b.ms - a.ms
+  if (byTime !== 0) return byTime
+  return a.id < b.id ? 1 : a.id > b.id ? -1 : 0
+}

@@ -1,0 +1,106 @@
+/**
+ * The event store: one append-only log of frames per session, plus the
+ * session records that let a restarted gateway list and resume sessions.
+ *
+ * Two implementations pass the same contract suite (test/unit/store-contract):
+ * `memory.ts` (the embedded default) and `redis.ts` (scale-out). The session
+ * core talks only to this interface; `app.ts` picks the implementation.
+ */
+
+/** One recorded frame. `frame` is the exact JSON text clients received, `seq` included. */
+export interface StoredEvent {
+  seq: number
+  frame: string
+}
+
+/** How the CLI process of a session last ended. */
+export interface ExitInfo {
+  code: number | null
+  signal: string | null
+  /** Last lines the CLI wrote to stderr, oldest first. */
+  stderr_tail: string[]
+  /** Why it ended: the CLI exited on its own, or the gateway stopped it. */
+  reason: 'exited' | 'stopped' | 'spawn_failed' | 'lost'
+  at: string
+}
+
+export type SessionStatus = 'starting' | 'running' | 'stopping' | 'stopped' | 'exited'
+
+/** What the store keeps about a session besides its events. */
+export interface SessionRecord {
+  id: string
+  tenant: string
+  status: SessionStatus
+  created_at: string
+  updated_at: string
+  /** The validated options the session was created with (see protocol/session-options). */
+  options: Record<string, unknown>
+  metadata: unknown
+  /** Highest seq assigned so far. */
+  last_seq: number
+  /** True once the CLI has stored the conversation, so a restart must use --resume. */
+  resumable: boolean
+  exit: ExitInfo | null
+}
+
+export interface ListOptions {
+  limit: number
+  /** Opaque cursor from a previous page's `next_cursor`. */
+  cursor?: string | undefined
+}
+
+export interface SessionPage {
+  sessions: SessionRecord[]
+  next_cursor: string | null
+}
+
+export interface EventStore {
+  /** Human name for logs and /readyz: `memory` or `redis`. */
+  readonly kind: string
+  /**
+   * Appends events in order. `events` are contiguous and ascending, and follow
+   * the last appended seq of the session. Idempotent per seq: appending a seq
+   * that is already held is a no-op, so a retried batch never duplicates.
+   */
+  append(sessionId: string, events: StoredEvent[]): Promise<void>
+  /** Up to `limit` events with seq > `after`, ascending. */
+  read(sessionId: string, after: number, limit: number): Promise<StoredEvent[]>
+  /** Oldest seq still held (after trimming), or null when the log is empty. */
+  firstSeq(sessionId: string): Promise<number | null>
+  /** Creates or replaces a session record. */
+  putSession(record: SessionRecord): Promise<void>
+  getSession(id: string): Promise<SessionRecord | null>
+  /** A tenant's sessions, newest first. */
+  listSessions(tenant: string, options: ListOptions): Promise<SessionPage>
+  /** Every session record not in a final state (used at start to mark orphans). */
+  listLive(): Promise<SessionRecord[]>
+  /** Throws when the store cannot serve requests. */
+  ping(): Promise<void>
+  close(): Promise<void>
+}
+
+/** Retention settings shared by both implementations. */
+export interface RetentionOptions {
+  /** Events kept per session; older ones are trimmed (approximately, for Redis). */
+  maxEventsPerSession: number
+  /** Seconds a session's events and record live after it ends (stopped/exited). 0 = for ever. */
+  ttlSecondsAfterEnd: number
+}
+
+export function isFinal(status: SessionStatus): boolean {
+  return status === 'stopped' || status === 'exited'
+}
+
+/** Cursor for newest-first listing: created_at millis and id, so ties are stable. */
+export function encodeCursor(record: Pick<SessionRecord, 'created_at' | 'id'>): string {
+  return Buffer.from(`${Date.parse(record.created_at)}:${record.id}`).toString('base64url')
+}
+
+export function decodeCursor(cursor: string): { ms: number; id: string } | null {
+  const text = Buffer.from(cursor, 'base64url').toString()
+  const at = text.indexOf(':')
+  if (at < 1) return null
+  const ms = Number(text.slice(0, at))
+  if (!Number.isFinite(ms)) return null
+  return { ms, id: text.slice(at + 1) }
+}

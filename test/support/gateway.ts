@@ -1,0 +1,211 @@
+/**
+ * Test harness: a real gateway (real HTTP, real WebSockets, real child
+ * processes) on a free loopback port, with the fake CLI as CLAUDE_BIN by
+ * default, and WebSocket clients that collect frames and wait for them.
+ */
+import { mkdtempSync, readFileSync, existsSync } from 'node:fs'
+import { rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { FastifyInstance } from 'fastify'
+import pino from 'pino'
+import WebSocket from 'ws'
+import { type AppParts, buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/config.js'
+
+export const FAKE_CLI = fileURLToPath(new URL('../fixtures/fake-claude.mjs', import.meta.url))
+export const TOKEN_A = 'token-tenant-a-0123456789'
+export const TOKEN_B = 'token-tenant-b-0123456789'
+
+export interface TestGateway {
+  app: FastifyInstance
+  url: string
+  wsUrl: string
+  dataDir: string
+  /** Where the fake CLI writes `<session>.stdin.ndjson` and argv dumps. */
+  fakeLogDir: string
+  request: (method: string, path: string, body?: unknown, token?: string) => Promise<{ status: number, body: any }>
+  createSession: (body?: Record<string, unknown>, token?: string) => Promise<any>
+  connect: (sessionId: string, query?: string, token?: string) => Promise<TestClient>
+  /** Bytes the fake CLI of a session received on stdin, parsed per line. */
+  stdinLines: (sessionId: string) => any[]
+  close: () => Promise<void>
+}
+
+export interface GatewayOptions {
+  /** Environment-style overrides, e.g. `{ PERMISSION_TIMEOUT_MS: '200' }`. */
+  env?: Record<string, string>
+  parts?: AppParts
+  /** Keep the data dir (for restart tests that reuse it). */
+  dataDir?: string
+}
+
+export async function startGateway (options: GatewayOptions = {}): Promise<TestGateway> {
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'cgw-test-'))
+  const fakeLogDir = join(dataDir, 'fake-log')
+  const config = loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'silent',
+    DATA_DIR: dataDir,
+    CLAUDE_BIN: FAKE_CLI,
+    CLAUDE_ARGS_EXTRA: `--fake-log-dir ${fakeLogDir}`,
+    GATEWAY_TOKENS: `${TOKEN_A}=tenant-a,${TOKEN_B}=tenant-b`,
+    CLI_STOP_TIMEOUT_MS: '1000',
+    SHUTDOWN_GRACE_MS: '2000',
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
+    ...options.env
+  })
+  const app = await buildApp(config, { logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }), ...options.parts })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const address = app.server.address()
+  if (address === null || typeof address === 'string') throw new Error('no address')
+  const url = `http://127.0.0.1:${address.port}`
+  const wsUrl = `ws://127.0.0.1:${address.port}`
+  const clients: TestClient[] = []
+
+  const request = async (method: string, path: string, body?: unknown, token = TOKEN_A): Promise<{ status: number, body: any }> => {
+    const res = await fetch(url + path, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body)
+    })
+    const text = await res.text()
+    return { status: res.status, body: text === '' ? null : JSON.parse(text) }
+  }
+
+  return {
+    app,
+    url,
+    wsUrl,
+    dataDir,
+    fakeLogDir,
+    request,
+    async createSession (body = {}, token = TOKEN_A) {
+      const res = await request('POST', '/v1/sessions', body, token)
+      if (res.status !== 201) throw new Error(`create failed: ${res.status} ${JSON.stringify(res.body)}`)
+      return res.body
+    },
+    async connect (sessionId, query = '', token = TOKEN_A) {
+      const client = await TestClient.open(`${wsUrl}/v1/sessions/${sessionId}/ws${query === '' ? '' : `?${query}`}`, { authorization: `Bearer ${token}` })
+      clients.push(client)
+      return client
+    },
+    stdinLines (sessionId) {
+      const file = join(fakeLogDir, `${sessionId}.stdin.ndjson`)
+      if (!existsSync(file)) return []
+      return readFileSync(file, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l))
+    },
+    async close () {
+      for (const c of clients) c.terminate()
+      await app.close()
+      if (options.dataDir === undefined) await rm(dataDir, { recursive: true, force: true })
+    }
+  }
+}
+
+/** A real `ws` client that records every frame and lets tests wait for one. */
+export class TestClient {
+  readonly ws: WebSocket
+  readonly frames: any[] = []
+  closeCode: number | null = null
+  readonly #waiters = new Set<() => void>()
+
+  private constructor (ws: WebSocket) {
+    this.ws = ws
+    ws.on('message', (data) => {
+      this.frames.push(JSON.parse(data.toString()))
+      for (const w of this.#waiters) w()
+    })
+    ws.on('close', (code) => {
+      this.closeCode = code
+      for (const w of this.#waiters) w()
+    })
+  }
+
+  static open (address: string, headers: Record<string, string>, protocols?: string[]): Promise<TestClient> {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(address, protocols, { headers })
+      const client = new TestClient(ws)
+      ws.once('open', () => resolve(client))
+      ws.once('unexpected-response', (_req, res) => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { statusCode: res.statusCode })))
+      ws.once('error', reject)
+    })
+  }
+
+  /** Frames other than keep_alive. */
+  get events (): any[] {
+    return this.frames.filter((f) => f.type !== 'keep_alive')
+  }
+
+  /** Frames with a seq, in arrival order. */
+  get seqFrames (): any[] {
+    return this.frames.filter((f) => typeof f.seq === 'number')
+  }
+
+  send (frame: unknown): void {
+    this.ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame))
+  }
+
+  sendUser (text: string, extra: Record<string, unknown> = {}): void {
+    this.send({ type: 'user', message: { role: 'user', content: text }, ...extra })
+  }
+
+  /** Resolves with the first frame (from index `from`) matching `predicate`. */
+  waitFor (predicate: (frame: any) => boolean, timeoutMs = 10_000, from = 0): Promise<any> {
+    return this.until(() => this.frames.slice(from).find(predicate), timeoutMs, `frame matching ${predicate.toString()}`)
+  }
+
+  /** Resolves once `check` returns something other than undefined/false. */
+  until<T> (check: () => T | undefined | false, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+    return new Promise((resolve, reject) => {
+      const attempt = (): boolean => {
+        const value = check()
+        if (value !== undefined && value !== false) {
+          cleanup()
+          resolve(value)
+          return true
+        }
+        return false
+      }
+      const timer = setTimeout(() => {
+        cleanup()
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last frames: ${JSON.stringify(this.frames.slice(-5)).slice(0, 2000)}`))
+      }, timeoutMs)
+      const cleanup = (): void => { clearTimeout(timer); this.#waiters.delete(waiter) }
+      const waiter = (): void => { attempt() }
+      if (!attempt()) this.#waiters.add(waiter)
+    })
+  }
+
+  waitClose (timeoutMs = 10_000): Promise<number> {
+    return this.until(() => this.closeCode ?? undefined, timeoutMs, 'close')
+  }
+
+  terminate (): void {
+    this.ws.terminate()
+  }
+}
+
+/** Polls `check` on a short interval until it holds (for state outside any event stream, e.g. the process table). */
+export async function eventually<T> (check: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await check()
+    if (value !== undefined && value !== false) return value
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
+/** True when a process with that pid exists (and is not a zombie). */
+export function processAlive (pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z'
+  } catch {
+    return false
+  }
+}
