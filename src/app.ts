@@ -15,6 +15,7 @@ import { CliProcess } from './cli/cli-process.js'
 import type { Config } from './config.js'
 import { GatewayError, closeCodes } from './errors.js'
 import { healthRoutes } from './routes/health.js'
+import { permissionRoutes } from './routes/permissions.js'
 import { sessionRoutes } from './routes/sessions.js'
 import { wsRoutes } from './routes/ws.js'
 import { SessionManager } from './session/session-manager.js'
@@ -122,6 +123,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
 
   await app.register(websocket, { options: { maxPayload: config.wsMaxPayloadBytes } })
   await app.register(sessionRoutes, { manager })
+  await app.register(permissionRoutes, { manager })
   await app.register(wsRoutes, { manager, heartbeat, maxBufferedBytes: config.wsMaxBufferedBytes })
   await app.register(healthRoutes, { manager, store, maxSessions: config.maxSessions, isShuttingDown: () => state.shuttingDown })
 
