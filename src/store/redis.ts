@@ -1,0 +1,325 @@
+/**
+ * Redis event store: the scale-out implementation, selected when REDIS_URL is
+ * set. Works against a single Redis (6.2+) or a Redis Cluster (pass an ioredis
+ * `Cluster` as `client`). This is the only module that imports ioredis.
+ *
+ * Key layout (`P` = the configured prefix, default `cgw:`; `{id}` is a Cluster
+ * hash tag, so every key of one session hashes to the same slot):
+ *
+ *   P{<id>}:events          Stream of the session's frames. Entry id `<seq>-0`
+ *                           (explicit XADD id), one field `f` = the frame JSON
+ *                           text. Because Redis refuses an id <= the stream's
+ *                           last id (and keeps that last id even after
+ *                           trimming), re-appending a held seq fails
+ *                           harmlessly: appends are idempotent per seq.
+ *                           Trimmed with `MAXLEN ~ maxEventsPerSession`.
+ *   P{<id>}:meta            String: the SessionRecord as JSON.
+ *   P tenant:<tenant>:sessions
+ *                           Sorted set, member = session id, score =
+ *                           created_at in ms. Listing walks it newest first
+ *                           (ties: higher id first, as ZREVRANGEBYSCORE does).
+ *                           Members whose meta has expired are removed lazily
+ *                           by listSessions.
+ *   P live                  Set of ids of sessions not in a final state, read
+ *                           by listLive at start-up to find orphans. Stale
+ *                           members are removed lazily by listLive.
+ *
+ * Multi-key operations (MULTI, pipelines) only ever touch the keys of one
+ * session; the tenant index and the live set are written with separate
+ * commands, so the store works on a Cluster where they live on other slots.
+ *
+ * Retention: when a session reaches a final status and ttlSecondsAfterEnd > 0,
+ * both session keys get that TTL (events appended later inherit the meta's
+ * remaining TTL); putting a non-final status again makes them persistent.
+ *
+ * Failure behaviour: a client created here fails a command instead of
+ * queueing it for ever while Redis is unreachable (see `clientOptions`): a
+ * call rejects within about a second, never later than `commandTimeoutMs`
+ * (default 2 s), and the client keeps reconnecting in the background (at most
+ * 500 ms between attempts), so calls work again soon after Redis is back.
+ * An injected client keeps its own options; configure it likewise.
+ */
+import { type Cluster, Redis, type RedisOptions } from 'ioredis'
+import {
+  type EventStore, type ListOptions, type RetentionOptions, type SessionPage,
+  type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal
+} from './store.js'
+
+export type RedisClient = Redis | Cluster
+
+export interface RedisStoreConfig {
+  /** `redis://` or `rediss://` URL; used when no `client` is given. Default `redis://127.0.0.1:6379`. */
+  url?: string | undefined
+  /** A ready-made client (e.g. an ioredis `Cluster`). The store does not close an injected client. */
+  client?: RedisClient | undefined
+  /** Prepended to every key. Must not contain `{` or `}` (they would break the per-session hash tag). Default `cgw:`. */
+  prefix?: string | undefined
+  retention: RetentionOptions
+  /**
+   * Upper bound, in ms, on how long one command of a client created here may
+   * take before it rejects, and on `ping`. Default 2000.
+   */
+  commandTimeoutMs?: number | undefined
+  /** Connection errors of a client created here (ioredis emits them while reconnecting). */
+  onError?: ((error: Error) => void) | undefined
+}
+
+/** The error Redis gives for XADD with an id that is not above the stream's last id. */
+const ALREADY_HELD = /equal or smaller than the target stream top item/
+
+const DEFAULT_COMMAND_TIMEOUT_MS = 2000
+/** Members scanned per round trip when listing; more than a page so skipped members rarely need a second trip. */
+const LIST_CHUNK_MIN = 32
+
+export class RedisStore implements EventStore {
+  readonly kind = 'redis'
+  readonly #client: RedisClient
+  readonly #ownsClient: boolean
+  readonly #prefix: string
+  readonly #retention: RetentionOptions
+  readonly #timeoutMs: number
+  #lastError: Error | null = null
+
+  constructor (config: RedisStoreConfig) {
+    const prefix = config.prefix ?? 'cgw:'
+    if (/[{}]/.test(prefix)) throw new Error(`redis prefix must not contain { or }: ${prefix}`)
+    this.#prefix = prefix
+    this.#retention = config.retention
+    this.#timeoutMs = config.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS
+    if (config.client !== undefined) {
+      this.#client = config.client
+      this.#ownsClient = false
+    } else {
+      this.#client = new Redis(config.url ?? 'redis://127.0.0.1:6379', clientOptions(this.#timeoutMs))
+      this.#ownsClient = true
+      // Without a listener ioredis prints every reconnect failure to stderr.
+      this.#client.on('error', (error: Error) => {
+        this.#lastError = error
+        config.onError?.(error)
+      })
+      this.#client.on('ready', () => { this.#lastError = null })
+    }
+  }
+
+  /** Connection state for health reporting: `ready` when commands go straight to Redis. */
+  get status (): string {
+    return this.#client.status
+  }
+
+  /** The last connection error seen since the client was last ready (clients created here only). */
+  get lastError (): Error | null {
+    return this.#lastError
+  }
+
+  #events (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:events` }
+  #meta (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:meta` }
+  #tenantIndex (tenant: string): string { return `${this.#prefix}tenant:${tenant}:sessions` }
+  #live (): string { return `${this.#prefix}live` }
+
+  async append (sessionId: string, events: StoredEvent[]): Promise<void> {
+    // Seqs start at 1; Redis refuses the id 0-0, and the memory store ignores seq <= 0 too.
+    const fresh = events.filter((e) => e.seq >= 1)
+    if (fresh.length === 0) return
+    for (const e of fresh) {
+      if (!Number.isSafeInteger(e.seq)) throw new TypeError(`seq must be an integer, got ${e.seq}`)
+    }
+    const key = this.#events(sessionId)
+    const max = this.#retention.maxEventsPerSession
+    const ttl = this.#retention.ttlSecondsAfterEnd
+    const pipeline = this.#client.pipeline()
+    for (const e of fresh) pipeline.xadd(key, 'MAXLEN', '~', max, `${e.seq}-0`, 'f', e.frame)
+    // A stream created after the session ended (a late retried batch) must expire with its record.
+    if (ttl > 0) pipeline.pttl(this.#meta(sessionId)).pttl(key)
+    const results = await pipeline.exec()
+    if (results === null) throw new Error('redis pipeline was aborted')
+    for (let i = 0; i < fresh.length; i++) {
+      const error = results[i]?.[0]
+      if (error != null && !ALREADY_HELD.test(error.message)) throw error
+    }
+    if (ttl > 0) {
+      const [metaErr, metaTtl] = results[fresh.length] ?? []
+      const [eventsErr, eventsTtl] = results[fresh.length + 1] ?? []
+      if (metaErr != null) throw metaErr
+      if (eventsErr != null) throw eventsErr
+      if (eventsTtl === -1 && typeof metaTtl === 'number' && metaTtl > 0) await this.#client.pexpire(key, metaTtl)
+    }
+  }
+
+  async read (sessionId: string, after: number, limit: number): Promise<StoredEvent[]> {
+    if (limit <= 0) return []
+    const start = `${Math.max(0, Math.floor(after) + 1)}-0`
+    const entries = await this.#client.xrange(this.#events(sessionId), start, '+', 'COUNT', limit)
+    return entries.map(toEvent)
+  }
+
+  async firstSeq (sessionId: string): Promise<number | null> {
+    const entries = await this.#client.xrange(this.#events(sessionId), '-', '+', 'COUNT', 1)
+    const first = entries[0]
+    return first === undefined ? null : seqOf(first[0])
+  }
+
+  async putSession (record: SessionRecord): Promise<void> {
+    const meta = this.#meta(record.id)
+    const events = this.#events(record.id)
+    const json = JSON.stringify(record)
+    const ttl = this.#retention.ttlSecondsAfterEnd
+    const final = isFinal(record.status)
+    // Record and events first, in one transaction on the session's slot; the
+    // index entries after, so a listed member without meta always means expired.
+    const tx = this.#client.multi()
+    if (final && ttl > 0) tx.set(meta, json, 'EX', ttl).expire(events, ttl)
+    else tx.set(meta, json).persist(events) // SET without EX drops any earlier TTL
+    throwFirst(await tx.exec())
+    await Promise.all([
+      this.#client.zadd(this.#tenantIndex(record.tenant), scoreOf(record), record.id),
+      final ? this.#client.srem(this.#live(), record.id) : this.#client.sadd(this.#live(), record.id)
+    ])
+  }
+
+  async getSession (id: string): Promise<SessionRecord | null> {
+    const json = await this.#client.get(this.#meta(id))
+    return json === null ? null : JSON.parse(json) as SessionRecord
+  }
+
+  async listSessions (tenant: string, options: ListOptions): Promise<SessionPage> {
+    const index = this.#tenantIndex(tenant)
+    const after = options.cursor === undefined ? null : decodeCursor(options.cursor)
+    const want = Math.max(0, options.limit) + 1 // one more than a page tells whether there is a next page
+    const chunk = Math.max(LIST_CHUNK_MIN, want * 2)
+    const found: SessionRecord[] = []
+    const stale: string[] = []
+    let offset = 0
+    while (found.length < want) {
+      // Members at or below the cursor's time, newest first; the cursor's own
+      // tie group is filtered by id below.
+      const flat = await this.#client.zrevrangebyscore(index, after === null ? '+inf' : after.ms, '-inf', 'WITHSCORES', 'LIMIT', offset, chunk)
+      const members: string[] = []
+      for (let i = 0; i + 1 < flat.length; i += 2) {
+        const id = flat[i] as string
+        const ms = Number(flat[i + 1])
+        if (after === null || ms < after.ms || Buffer.compare(Buffer.from(id), Buffer.from(after.id)) < 0) members.push(id)
+      }
+      const records = await Promise.all(members.map((id) => this.getSession(id)))
+      for (let i = 0; i < members.length && found.length < want; i++) {
+        const record = records[i]
+        if (record == null || record.tenant !== tenant) stale.push(members[i] as string)
+        else found.push(record)
+      }
+      offset += chunk
+      if (flat.length < chunk * 2) break
+    }
+    if (stale.length > 0) await this.#dropStale(index, tenant, stale)
+    const page = found.slice(0, options.limit)
+    const last = page[page.length - 1]
+    return { sessions: page, next_cursor: found.length > page.length && last !== undefined ? encodeCursor(last) : null }
+  }
+
+  /** Removes index members whose record expired, restoring any that a concurrent putSession re-created meanwhile. */
+  async #dropStale (index: string, tenant: string, ids: string[]): Promise<void> {
+    await this.#client.zrem(index, ...ids)
+    const again = await Promise.all(ids.map((id) => this.getSession(id)))
+    await Promise.all(again.map((record) => record != null && record.tenant === tenant
+      ? this.#client.zadd(index, scoreOf(record), record.id)
+      : null))
+  }
+
+  async listLive (): Promise<SessionRecord[]> {
+    const ids = await this.#client.smembers(this.#live())
+    const records = await Promise.all(ids.map((id) => this.getSession(id)))
+    const live: SessionRecord[] = []
+    const stale: string[] = []
+    records.forEach((record, i) => {
+      if (record != null && !isFinal(record.status)) live.push(record)
+      else stale.push(ids[i] as string)
+    })
+    if (stale.length > 0) {
+      await this.#client.srem(this.#live(), ...stale)
+      // A session put live again while we looked must stay in the set.
+      const again = await Promise.all(stale.map((id) => this.getSession(id)))
+      const back = again.filter((r): r is SessionRecord => r != null && !isFinal(r.status)).map((r) => r.id)
+      if (back.length > 0) await this.#client.sadd(this.#live(), ...back)
+    }
+    return live
+  }
+
+  async ping (): Promise<void> {
+    await withTimeout(this.#client.ping(), this.#timeoutMs, 'redis ping timed out')
+  }
+
+  async close (): Promise<void> {
+    if (!this.#ownsClient) return
+    try {
+      await withTimeout(this.#client.quit(), this.#timeoutMs, 'redis quit timed out')
+    } catch {
+      // Unreachable or slow: drop the connection without waiting.
+    } finally {
+      this.#client.disconnect()
+    }
+  }
+}
+
+/**
+ * Options for a client this store creates. The session layer keeps relaying
+ * live and retries failed appends itself, so a command must fail rather than
+ * wait for Redis to come back:
+ * - a command issued while disconnected waits in the offline queue for at
+ *   most two reconnect attempts (`maxRetriesPerRequest: 1`); with attempts
+ *   backing off to one every 500 ms it rejects within about a second;
+ * - `commandTimeout` bounds every command, including one sent on a
+ *   connection that has silently died;
+ * - `socketTimeout` destroys such a connection (no reply data for a while
+ *   although commands are waiting), so reconnecting starts.
+ * A command that timed out may still reach Redis later; appends are
+ * idempotent per seq, and a record put is overtaken by any later put
+ * (commands keep their order on the connection).
+ */
+function clientOptions (commandTimeoutMs: number): RedisOptions {
+  return {
+    enableAutoPipelining: true,
+    enableOfflineQueue: true,
+    maxRetriesPerRequest: 1,
+    commandTimeout: commandTimeoutMs,
+    socketTimeout: Math.max(10_000, commandTimeoutMs * 5),
+    connectTimeout: Math.max(commandTimeoutMs, 1000),
+    retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times - 1, 10), 500)
+  }
+}
+
+/**
+ * The hash-tag body for a session id. Redis hashes the text between the first
+ * `{` and the next `}`, so an id holding `}` still gives one slot per session;
+ * an empty id would give an empty tag (no tag at all), so it is refused.
+ */
+function sessionTag (id: string): string {
+  if (id === '') throw new Error('session id must not be empty')
+  return id
+}
+
+function seqOf (entryId: string): number {
+  return Number(entryId.slice(0, entryId.indexOf('-')))
+}
+
+function toEvent ([id, fields]: [id: string, fields: string[]]): StoredEvent {
+  const at = fields.indexOf('f')
+  const frame = at >= 0 && at % 2 === 0 ? fields[at + 1] : undefined
+  if (frame === undefined) throw new Error(`stream entry ${id} has no frame field`)
+  return { seq: seqOf(id), frame }
+}
+
+function scoreOf (record: SessionRecord): number {
+  const ms = Date.parse(record.created_at)
+  return Number.isFinite(ms) ? ms : 0
+}
+
+function throwFirst (results: [error: Error | null, result: unknown][] | null): void {
+  if (results === null) throw new Error('redis transaction was aborted')
+  for (const [error] of results) if (error != null) throw error
+}
+
+function withTimeout<T> (promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms)
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
+}

@@ -1,0 +1,396 @@
+/**
+ * The EventStore contract: one node:test suite every implementation must
+ * pass (memory and Redis, see test/unit/store-contract.test.ts).
+ *
+ * `makeStore` is called once per case with the retention that case needs and
+ * must return an empty, isolated store plus a cleanup that releases it.
+ */
+import assert from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
+import { after, afterEach, describe, it } from 'node:test'
+import type { EventStore, RetentionOptions, SessionRecord, SessionStatus, StoredEvent } from '../../src/store/store.js'
+
+export interface StoreHandle {
+  store: EventStore
+  cleanup: () => Promise<void>
+}
+
+export interface ContractOptions {
+  /**
+   * Events a store may hold beyond `maxEventsPerSession` after trimming.
+   * Memory trims in slices of a tenth; Redis (`MAXLEN ~`) only drops whole
+   * stream nodes (up to `stream-node-max-entries`, 100 by default).
+   */
+  trimSlack: (max: number) => number
+}
+
+export const DEFAULT_RETENTION: RetentionOptions = { maxEventsPerSession: 100_000, ttlSecondsAfterEnd: 0 }
+
+export function storeContract (
+  name: string,
+  makeStore: (retention: RetentionOptions) => Promise<StoreHandle>,
+  options: ContractOptions
+): void {
+  describe(`EventStore contract: ${name}`, () => {
+    const open: StoreHandle[] = []
+    const make = async (retention: Partial<RetentionOptions> = {}): Promise<EventStore> => {
+      const handle = await makeStore({ ...DEFAULT_RETENTION, ...retention })
+      open.push(handle)
+      return handle.store
+    }
+    afterEach(async () => {
+      for (const handle of open.splice(0)) await handle.cleanup()
+    })
+    after(async () => {
+      for (const handle of open.splice(0)) await handle.cleanup()
+    })
+
+    it('reports a kind and answers ping', async () => {
+      const store = await make()
+      assert.equal(typeof store.kind, 'string')
+      assert.ok(store.kind.length > 0)
+      await store.ping()
+    })
+
+    it('reads back appended events in order', async () => {
+      const store = await make()
+      await store.append('s1', events(1, 3))
+      await store.append('s1', events(4, 10))
+      assert.deepEqual(await store.read('s1', 0, 100), events(1, 10))
+      assert.deepEqual(await store.read('other', 0, 100), [])
+    })
+
+    it('an empty append is a no-op', async () => {
+      const store = await make()
+      await store.append('s1', [])
+      assert.deepEqual(await store.read('s1', 0, 10), [])
+      assert.equal(await store.firstSeq('s1'), null)
+    })
+
+    it('pages reads with after and limit', async () => {
+      const store = await make()
+      await store.append('s1', events(1, 25))
+      assert.deepEqual(await store.read('s1', 0, 10), events(1, 10))
+      assert.deepEqual(await store.read('s1', 10, 10), events(11, 20))
+      assert.deepEqual(await store.read('s1', 20, 10), events(21, 25))
+      assert.deepEqual(await store.read('s1', 25, 10), [])
+      assert.deepEqual(await store.read('s1', 100, 10), [])
+      assert.deepEqual(await store.read('s1', 7, 1), events(8, 8))
+      assert.deepEqual(await store.read('s1', 3, 0), [])
+      // Paging through everything with a small limit yields each event once.
+      const seen: StoredEvent[] = []
+      let cursor = 0
+      while (true) {
+        const page = await store.read('s1', cursor, 4)
+        if (page.length === 0) break
+        seen.push(...page)
+        cursor = (page[page.length - 1] as StoredEvent).seq
+      }
+      assert.deepEqual(seen, events(1, 25))
+    })
+
+    it('re-appending held seqs is a no-op (no duplicates)', async () => {
+      const store = await make()
+      await store.append('s1', events(1, 5))
+      await store.append('s1', events(1, 5)) // whole batch retried
+      await store.append('s1', events(3, 8)) // retried batch overlapping new events
+      await store.append('s1', events(8, 8))
+      await store.append('s1', events(9, 9))
+      assert.deepEqual(await store.read('s1', 0, 100), events(1, 9))
+      // A retry never replaces the held frame.
+      await store.append('s1', [{ seq: 4, frame: frameFor(4, 'changed') }])
+      assert.deepEqual(await store.read('s1', 3, 1), events(4, 4))
+    })
+
+    it('retried appends racing each other do not duplicate', async () => {
+      const store = await make()
+      await Promise.all([store.append('s1', events(1, 20)), store.append('s1', events(1, 20)), store.append('s1', events(1, 10))])
+      assert.deepEqual(await store.read('s1', 0, 100), events(1, 20))
+    })
+
+    it('firstSeq is the oldest held seq, null when empty', async () => {
+      const store = await make()
+      assert.equal(await store.firstSeq('s1'), null)
+      await store.append('s1', events(5, 9))
+      assert.equal(await store.firstSeq('s1'), 5)
+      assert.deepEqual(await store.read('s1', 0, 100), events(5, 9))
+    })
+
+    it('keeps sessions separate', async () => {
+      const store = await make()
+      await store.append('a', events(1, 3, 'a'))
+      await store.append('b', events(1, 5, 'b'))
+      assert.deepEqual(await store.read('a', 0, 100), events(1, 3, 'a'))
+      assert.deepEqual(await store.read('b', 0, 100), events(1, 5, 'b'))
+    })
+
+    it('trims to about maxEventsPerSession, keeping the newest contiguous events', async () => {
+      const max = 250
+      const total = 1000
+      const store = await make({ maxEventsPerSession: max })
+      for (let from = 1; from <= total; from += 37) await store.append('s1', events(from, Math.min(total, from + 36)))
+      const held = await store.read('s1', 0, total * 2)
+      assert.ok(held.length >= max, `held ${held.length} < max ${max}`)
+      assert.ok(held.length <= max + options.trimSlack(max), `held ${held.length} > max ${max} + slack ${options.trimSlack(max)}`)
+      const first = (held[0] as StoredEvent).seq
+      assert.deepEqual(held, events(first, total))
+      assert.equal(await store.firstSeq('s1'), first)
+      // Reading from before the oldest held event starts at the oldest held.
+      assert.deepEqual(await store.read('s1', 0, 3), events(first, first + 2))
+      // A retried batch of trimmed seqs does not come back.
+      await store.append('s1', events(1, 10))
+      assert.equal(await store.firstSeq('s1'), first)
+    })
+
+    it('round-trips a 1 MiB frame', async () => {
+      const store = await make()
+      const big = JSON.stringify({ type: 'assistant', seq: 1, text: 'x'.repeat(1024 * 1024) })
+      await store.append('s1', [{ seq: 1, frame: big }, { seq: 2, frame: frameFor(2) }])
+      const got = await store.read('s1', 0, 10)
+      assert.equal(got.length, 2)
+      assert.equal(got[0]?.frame.length, big.length)
+      assert.ok(got[0]?.frame === big)
+      assert.deepEqual(got[1], { seq: 2, frame: frameFor(2) })
+    })
+
+    it('round-trips unicode exactly (U+2028, U+2029, emoji, NUL)', async () => {
+      const store = await make()
+      const text = 'line\u2028sep\u2029para 😀 👩‍👩‍👧 é ß 中文 \u0000 \\u2028 "quoted"'
+      const frame = JSON.stringify({ seq: 1, text })
+      await store.append('s1', [{ seq: 1, frame }])
+      const [got] = await store.read('s1', 0, 1)
+      assert.equal(got?.frame, frame)
+      assert.equal((JSON.parse(got?.frame ?? 'null') as { text: string }).text, text)
+      const record = session({ id: 'uni', metadata: { text } })
+      await store.putSession(record)
+      assert.deepEqual(await store.getSession('uni'), record)
+    })
+
+    it('putSession/getSession round trip, replace and copies', async () => {
+      const store = await make()
+      assert.equal(await store.getSession('nope'), null)
+      const record = session({
+        id: 's1',
+        options: { model: 'x', nested: { list: [1, 'two', null, { deep: true }] }, empty: {} },
+        metadata: { label: 'hello', n: 1.5, tags: ['a', 'b'] },
+        last_seq: 42,
+        resumable: true
+      })
+      await store.putSession(record)
+      assert.deepEqual(await store.getSession('s1'), record)
+      // The store holds a copy: changing the caller's object or a returned one changes nothing stored.
+      const expected = structuredClone(record)
+      record.status = 'stopped'
+      ;(record.options as { model: string }).model = 'changed'
+      const got = await store.getSession('s1') as SessionRecord
+      got.last_seq = 1
+      assert.deepEqual(await store.getSession('s1'), expected)
+      // Replacing.
+      const ended = session({
+        ...expected,
+        status: 'exited',
+        last_seq: 50,
+        updated_at: new Date(Date.parse(expected.updated_at) + 1000).toISOString(),
+        exit: { code: 1, signal: null, stderr_tail: ['boom', 'line 2'], reason: 'exited', at: new Date().toISOString() }
+      })
+      await store.putSession(ended)
+      assert.deepEqual(await store.getSession('s1'), ended)
+      const nulls = session({ id: 's2', metadata: null, exit: { code: null, signal: 'SIGTERM', stderr_tail: [], reason: 'stopped', at: new Date().toISOString() } })
+      await store.putSession(nulls)
+      assert.deepEqual(await store.getSession('s2'), nulls)
+    })
+
+    it('lists a tenant newest first, paging with a stable cursor', async () => {
+      const store = await make()
+      const base = Date.parse('2025-01-01T00:00:00.000Z')
+      const records: SessionRecord[] = []
+      // 11 sessions, with ties on created_at to check the id tie-break.
+      const offsets = [0, 1000, 1000, 1000, 2000, 3000, 3000, 4000, 5000, 6000, 6000]
+      offsets.forEach((offset, i) => {
+        records.push(session({ id: `sess-${String(i).padStart(2, '0')}`, tenant: 't1', created_at: new Date(base + offset).toISOString() }))
+      })
+      for (const record of shuffled(records)) await store.putSession(record)
+      await store.putSession(session({ id: 'other-1', tenant: 't2', created_at: new Date(base + 500).toISOString() }))
+      // Updating a record does not duplicate it in the listing.
+      await store.putSession({ ...(records[4] as SessionRecord), status: 'exited' })
+      records[4] = { ...(records[4] as SessionRecord), status: 'exited' }
+      const expected = [...records].sort(newestFirst)
+
+      const all = await store.listSessions('t1', { limit: 100 })
+      assert.deepEqual(all.sessions, expected)
+      assert.equal(all.next_cursor, null)
+
+      for (const limit of [1, 2, 3, 4, 11, 12]) {
+        const got: SessionRecord[] = []
+        let cursor: string | undefined
+        let pages = 0
+        while (true) {
+          const page = await store.listSessions('t1', { limit, cursor })
+          assert.ok(page.sessions.length <= limit)
+          got.push(...page.sessions)
+          pages++
+          assert.ok(pages <= records.length + 1, 'pagination does not end')
+          if (page.next_cursor === null) break
+          assert.equal(page.sessions.length, limit, 'a page with a next cursor is full')
+          cursor = page.next_cursor
+        }
+        assert.deepEqual(got.map((r) => r.id), expected.map((r) => r.id), `limit ${limit}`)
+        assert.equal(pages, Math.max(1, Math.ceil(records.length / limit)), `pages for limit ${limit}`)
+      }
+      // A page that ends exactly at the last session has no next cursor.
+      const exact = await store.listSessions('t1', { limit: 11 })
+      assert.equal(exact.sessions.length, 11)
+      assert.equal(exact.next_cursor, null)
+    })
+
+    it('a cursor keeps working when sessions are added after it was issued', async () => {
+      const store = await make()
+      const base = Date.parse('2025-02-01T00:00:00.000Z')
+      for (let i = 0; i < 5; i++) await store.putSession(session({ id: `s${i}`, tenant: 't', created_at: new Date(base + i * 1000).toISOString() }))
+      const first = await store.listSessions('t', { limit: 2 })
+      assert.deepEqual(first.sessions.map((r) => r.id), ['s4', 's3'])
+      await store.putSession(session({ id: 's9', tenant: 't', created_at: new Date(base + 9000).toISOString() }))
+      const second = await store.listSessions('t', { limit: 2, cursor: first.next_cursor as string })
+      assert.deepEqual(second.sessions.map((r) => r.id), ['s2', 's1'])
+      const third = await store.listSessions('t', { limit: 2, cursor: second.next_cursor as string })
+      assert.deepEqual(third.sessions.map((r) => r.id), ['s0'])
+      assert.equal(third.next_cursor, null)
+    })
+
+    it('a cursor from beyond any session lists from the newest', async () => {
+      const store = await make()
+      await store.putSession(session({ id: 'only', tenant: 't' }))
+      for (const text of ['1e20:zzz', `${Number.MAX_SAFE_INTEGER}:x`, '99999999999999:']) {
+        const cursor = Buffer.from(text).toString('base64url')
+        const page = await store.listSessions('t', { limit: 10, cursor })
+        assert.deepEqual(page.sessions.map((r) => r.id), ['only'], text)
+      }
+    })
+
+    it('keeps tenants apart', async () => {
+      const store = await make()
+      await store.putSession(session({ id: 'a1', tenant: 'alpha' }))
+      await store.putSession(session({ id: 'b1', tenant: 'beta' }))
+      await store.putSession(session({ id: 'a2', tenant: 'alpha' }))
+      const alpha = await store.listSessions('alpha', { limit: 10 })
+      assert.deepEqual(alpha.sessions.map((r) => r.id).sort(), ['a1', 'a2'])
+      const beta = await store.listSessions('beta', { limit: 10 })
+      assert.deepEqual(beta.sessions.map((r) => r.id), ['b1'])
+      assert.deepEqual(await store.listSessions('gamma', { limit: 10 }), { sessions: [], next_cursor: null })
+    })
+
+    it('listLive returns exactly the sessions not in a final state', async () => {
+      const store = await make()
+      assert.deepEqual(await store.listLive(), [])
+      const statuses: SessionStatus[] = ['starting', 'running', 'stopping', 'stopped', 'exited']
+      for (const [i, status] of statuses.entries()) await store.putSession(session({ id: `l${i}`, status, tenant: i % 2 === 0 ? 'x' : 'y' }))
+      const ids = async (): Promise<string[]> => (await store.listLive()).map((r) => r.id).sort()
+      assert.deepEqual(await ids(), ['l0', 'l1', 'l2'])
+      // Ending and reviving move sessions out of and back into the live list.
+      await store.putSession(session({ id: 'l1', status: 'exited' }))
+      await store.putSession(session({ id: 'l3', status: 'running' }))
+      assert.deepEqual(await ids(), ['l0', 'l2', 'l3'])
+      const live = await store.listLive()
+      assert.deepEqual(live.find((r) => r.id === 'l3'), session({ id: 'l3', status: 'running' }))
+    })
+
+    it('expires a session and its events ttlSecondsAfterEnd after a final status', async () => {
+      const store = await make({ ttlSecondsAfterEnd: 1 })
+      const created = new Date().toISOString()
+      await store.putSession(session({ id: 'gone', tenant: 't', status: 'running', created_at: created }))
+      await store.append('gone', events(1, 5))
+      await store.putSession(session({ id: 'gone', tenant: 't', status: 'exited', created_at: created }))
+      await store.append('gone', events(6, 7)) // late events of an ended session expire with it
+      // A session that is still running, and one that ended and was revived, stay.
+      await store.putSession(session({ id: 'kept', tenant: 't', status: 'running' }))
+      await store.append('kept', events(1, 3))
+      await store.putSession(session({ id: 'revived', tenant: 't', status: 'stopped' }))
+      await store.append('revived', events(1, 2))
+      await store.putSession(session({ id: 'revived', tenant: 't', status: 'running' }))
+      // A session with no events yet, whose events arrive after it ended.
+      await store.putSession(session({ id: 'late', tenant: 't', status: 'stopped' }))
+      await store.append('late', events(1, 2))
+
+      assert.equal((await store.getSession('gone'))?.status, 'exited')
+      await waitFor(async () => await store.getSession('gone') === null && await store.getSession('late') === null, 10_000, 'ended sessions to expire')
+      assert.deepEqual(await store.read('gone', 0, 100), [])
+      assert.equal(await store.firstSeq('gone'), null)
+      assert.deepEqual(await store.read('late', 0, 100), [])
+      assert.equal(await store.firstSeq('late'), null)
+      const listed = await store.listSessions('t', { limit: 10 })
+      assert.deepEqual(listed.sessions.map((r) => r.id).sort(), ['kept', 'revived'])
+      assert.equal(listed.next_cursor, null)
+      assert.deepEqual(await store.read('kept', 0, 100), events(1, 3))
+      assert.deepEqual(await store.read('revived', 0, 100), events(1, 2))
+      assert.equal((await store.getSession('revived'))?.status, 'running')
+      assert.deepEqual((await store.listLive()).map((r) => r.id).sort(), ['kept', 'revived'])
+    })
+
+    it('ttlSecondsAfterEnd 0 keeps ended sessions', async () => {
+      const store = await make({ ttlSecondsAfterEnd: 0 })
+      await store.putSession(session({ id: 'e', status: 'exited' }))
+      await store.append('e', events(1, 2))
+      // There is no event to wait for; a second expiring store shows time has passed.
+      const witness = await make({ ttlSecondsAfterEnd: 1 })
+      await witness.putSession(session({ id: 'w', status: 'exited' }))
+      await waitFor(async () => await witness.getSession('w') === null, 10_000, 'witness to expire')
+      assert.equal((await store.getSession('e'))?.status, 'exited')
+      assert.deepEqual(await store.read('e', 0, 10), events(1, 2))
+    })
+  })
+}
+
+/** Events `from..to` inclusive with deterministic frames. */
+export function events (from: number, to: number, tag = ''): StoredEvent[] {
+  const out: StoredEvent[] = []
+  for (let seq = from; seq <= to; seq++) out.push({ seq, frame: frameFor(seq, tag) })
+  return out
+}
+
+export function frameFor (seq: number, tag = ''): string {
+  return JSON.stringify({ type: 'stream_event', seq, tag, text: `event ${seq}` })
+}
+
+export function session (overrides: Partial<SessionRecord> & { id: string }): SessionRecord {
+  const now = '2025-03-04T05:06:07.089Z'
+  return {
+    tenant: 'default',
+    status: 'running',
+    created_at: now,
+    updated_at: now,
+    options: { model: 'sonnet' },
+    metadata: null,
+    last_seq: 0,
+    resumable: false,
+    exit: null,
+    ...overrides
+  }
+}
+
+/** Polls `check` until it is true, failing after `timeoutMs`. */
+export async function waitFor (check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
+export function uniqueName (base: string): string {
+  return `${base}-${randomUUID()}`
+}
+
+function newestFirst (a: SessionRecord, b: SessionRecord): number {
+  const byTime = Date.parse(b.created_at) - Date.parse(a.created_at)
+  if (byTime !== 0) return byTime
+  return a.id < b.id ? 1 : a.id > b.id ? -1 : 0
+}
+
+function shuffled<T> (items: T[]): T[] {
+  const out = [...items]
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1))
+    ;[out[i], out[j]] = [out[j] as T, out[i] as T]
+  }
+  return out
+}
