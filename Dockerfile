@@ -1,0 +1,35 @@
+# Multi-stage build: compile TypeScript with dev dependencies, then ship only
+# the compiled gateway, production dependencies (the Claude Code CLI among
+# them) and tini as PID 1, so exited CLI processes are always reaped.
+
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci
+COPY tsconfig.json ./
+COPY config ./config
+COPY src ./src
+RUN npm run build && npm prune --omit=dev
+
+FROM node:20-bookworm-slim
+# git and ripgrep are tools the CLI uses in a workspace; tini reaps zombies.
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends ca-certificates git ripgrep tini \
+  && rm -rf /var/lib/apt/lists/*
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=8080 \
+    DATA_DIR=/data
+WORKDIR /app
+COPY --from=build /app/package.json ./package.json
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+RUN mkdir -p /data && chown node:node /data
+USER node
+VOLUME ["/data"]
+EXPOSE 8080
+HEALTHCHECK --interval=30s --timeout=3s --start-period=10s \
+  CMD node -e "fetch('http://127.0.0.1:8080/healthz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"
+# HOST=0.0.0.0 needs GATEWAY_TOKENS (the gateway refuses to start without it).
+ENTRYPOINT ["/usr/bin/tini", "--"]
+CMD ["node", "dist/src/server.js"]
