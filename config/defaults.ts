@@ -32,5 +32,22 @@ export const defaults = {
   EVENTS_MAX_PER_SESSION: 100_000,
   EVENTS_TTL_SECONDS: 7 * 24 * 3600,
   /** Events held in memory while the store is unreachable, per session. */
-  STORE_QUEUE_MAX: 100_000
+  STORE_QUEUE_MAX: 100_000,
+  /** Browser Origins allowed for WebSocket upgrades and CORS (comma separated). Empty = none. */
+  ALLOWED_ORIGINS: '',
+  /** Extra Host header values accepted while bound to loopback (DNS-rebinding guard). */
+  ALLOWED_HOSTS: '',
+  /** Whether clients may ask for permission_mode bypassPermissions. */
+  ALLOW_BYPASS_PERMISSIONS: false,
+  MAX_SESSIONS_PER_TENANT: 20,
+  MAX_CLIENTS_PER_SESSION: 20,
+  /** Sustained client frames per second per connection (bursts of twice this are allowed). */
+  WS_MAX_FRAMES_PER_SEC: 50,
+  /** REST requests per minute per tenant (or per IP before authentication). */
+  RATE_LIMIT_PER_MINUTE: 600,
+  BODY_LIMIT_BYTES: 1024 * 1024,
+  /** Lifetime of a single-use WebSocket ticket. */
+  WS_TICKET_TTL_MS: 30_000,
+  /** JWT claim naming the tenant. */
+  JWT_TENANT_CLAIM: 'tenant'
 } as const

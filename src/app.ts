@@ -14,6 +14,7 @@ import type { CliLauncher } from './cli/cli-handle.js'
 import { CliProcess } from './cli/cli-process.js'
 import type { Config } from './config.js'
 import { GatewayError, closeCodes } from './errors.js'
+import { eventRoutes } from './routes/events.js'
 import { healthRoutes } from './routes/health.js'
 import { permissionRoutes } from './routes/permissions.js'
 import { sessionRoutes } from './routes/sessions.js'
@@ -124,6 +125,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   await app.register(websocket, { options: { maxPayload: config.wsMaxPayloadBytes } })
   await app.register(sessionRoutes, { manager })
   await app.register(permissionRoutes, { manager })
+  await app.register(eventRoutes, { manager, keepaliveIntervalMs: config.keepaliveIntervalMs, maxBufferedBytes: config.wsMaxBufferedBytes })
   await app.register(wsRoutes, { manager, heartbeat, maxBufferedBytes: config.wsMaxBufferedBytes })
   await app.register(healthRoutes, { manager, store, maxSessions: config.maxSessions, isShuttingDown: () => state.shuttingDown })
 

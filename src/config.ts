@@ -34,7 +34,22 @@ const envSchema = z.object({
   CLIENT_REQUEST_TIMEOUT_MS: int(1).default(defaults.CLIENT_REQUEST_TIMEOUT_MS),
   EVENTS_MAX_PER_SESSION: int(1).default(defaults.EVENTS_MAX_PER_SESSION),
   EVENTS_TTL_SECONDS: int(0).default(defaults.EVENTS_TTL_SECONDS),
-  STORE_QUEUE_MAX: int(1).default(defaults.STORE_QUEUE_MAX)
+  STORE_QUEUE_MAX: int(1).default(defaults.STORE_QUEUE_MAX),
+  ALLOWED_ORIGINS: z.string().default(defaults.ALLOWED_ORIGINS),
+  ALLOWED_HOSTS: z.string().default(defaults.ALLOWED_HOSTS),
+  ALLOW_BYPASS_PERMISSIONS: z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1').default(defaults.ALLOW_BYPASS_PERMISSIONS),
+  CLAUDE_LAUNCHER: z.string().min(1).optional(),
+  MAX_SESSIONS_PER_TENANT: int(1).default(defaults.MAX_SESSIONS_PER_TENANT),
+  MAX_CLIENTS_PER_SESSION: int(1).default(defaults.MAX_CLIENTS_PER_SESSION),
+  WS_MAX_FRAMES_PER_SEC: int(1).default(defaults.WS_MAX_FRAMES_PER_SEC),
+  RATE_LIMIT_PER_MINUTE: int(1).default(defaults.RATE_LIMIT_PER_MINUTE),
+  BODY_LIMIT_BYTES: int(1024).default(defaults.BODY_LIMIT_BYTES),
+  WS_TICKET_TTL_MS: int(1000).default(defaults.WS_TICKET_TTL_MS),
+  JWT_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  JWT_PUBLIC_KEY: z.string().min(1).optional(),
+  JWT_TENANT_CLAIM: z.string().min(1).default(defaults.JWT_TENANT_CLAIM),
+  JWT_ISSUER: z.string().min(1).optional(),
+  JWT_AUDIENCE: z.string().min(1).optional()
 })
 
 export interface Config {
@@ -63,6 +78,18 @@ export interface Config {
   eventsMaxPerSession: number
   eventsTtlSeconds: number
   storeQueueMax: number
+  allowedOrigins: string[]
+  allowedHosts: string[]
+  allowBypassPermissions: boolean
+  /** Command that wraps each CLI (receives workspace, config dir, then the CLI argv). */
+  claudeLauncher: string | undefined
+  maxSessionsPerTenant: number
+  maxClientsPerSession: number
+  wsMaxFramesPerSec: number
+  rateLimitPerMinute: number
+  bodyLimitBytes: number
+  wsTicketTtlMs: number
+  jwt: { secret?: string | undefined, publicKey?: string | undefined, tenantClaim: string, issuer?: string | undefined, audience?: string | undefined } | null
 }
 
 export class ConfigError extends Error {
@@ -103,8 +130,25 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): Config {
     clientRequestTimeoutMs: e.CLIENT_REQUEST_TIMEOUT_MS,
     eventsMaxPerSession: e.EVENTS_MAX_PER_SESSION,
     eventsTtlSeconds: e.EVENTS_TTL_SECONDS,
-    storeQueueMax: e.STORE_QUEUE_MAX
+    storeQueueMax: e.STORE_QUEUE_MAX,
+    allowedOrigins: list(e.ALLOWED_ORIGINS),
+    allowedHosts: list(e.ALLOWED_HOSTS),
+    allowBypassPermissions: e.ALLOW_BYPASS_PERMISSIONS,
+    claudeLauncher: e.CLAUDE_LAUNCHER,
+    maxSessionsPerTenant: e.MAX_SESSIONS_PER_TENANT,
+    maxClientsPerSession: e.MAX_CLIENTS_PER_SESSION,
+    wsMaxFramesPerSec: e.WS_MAX_FRAMES_PER_SEC,
+    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    bodyLimitBytes: e.BODY_LIMIT_BYTES,
+    wsTicketTtlMs: e.WS_TICKET_TTL_MS,
+    jwt: e.JWT_SECRET === undefined && e.JWT_PUBLIC_KEY === undefined
+      ? null
+      : { secret: e.JWT_SECRET, publicKey: e.JWT_PUBLIC_KEY, tenantClaim: e.JWT_TENANT_CLAIM, issuer: e.JWT_ISSUER, audience: e.JWT_AUDIENCE }
   }
+}
+
+function list (text: string): string[] {
+  return text.split(',').map((v) => v.trim()).filter((v) => v !== '')
 }
 
 /** `token=tenant,token2=tenant2` → Map. Tokens shorter than 16 characters are refused. */

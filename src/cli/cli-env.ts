@@ -8,6 +8,7 @@ const allowedNames = new Set([
   'PATH', 'HOME', 'LANG', 'LANGUAGE', 'TZ', 'TERM', 'TMPDIR', 'USER', 'LOGNAME', 'SHELL',
   'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy',
   'NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR',
+  'XDG_RUNTIME_DIR', 'XDG_CONFIG_HOME', 'XDG_CACHE_HOME', 'XDG_DATA_HOME',
   'DISABLE_AUTOUPDATER', 'DISABLE_TELEMETRY', 'DISABLE_ERROR_REPORTING', 'CLAUDE_CONFIG_DIR'
 ])
 const allowedPrefixes = ['LC_', 'ANTHROPIC_', 'CLAUDE_CODE_', 'MCP_']
