@@ -48,6 +48,8 @@ export const defaults = {
   BODY_LIMIT_BYTES: 1024 * 1024,
   /** Lifetime of a single-use WebSocket ticket. */
   WS_TICKET_TTL_MS: 30_000,
+  /** Give each tenant its own CLI config dir (CLAUDE_CONFIG_DIR = $DATA_DIR/claude-config/<tenant>). */
+  TENANT_CONFIG_DIRS: true,
   /** JWT claim naming the tenant. */
   JWT_TENANT_CLAIM: 'tenant'
 } as const

@@ -9,11 +9,15 @@ import { join } from 'node:path'
 import websocket from '@fastify/websocket'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import pino, { type Logger } from 'pino'
-import { type Authenticator, StaticTokens, bearerToken } from './auth/static-tokens.js'
+import { AnyOf, JwtAuthenticator } from './auth/jwt.js'
+import { type Authenticator, StaticTokens } from './auth/static-tokens.js'
+import { TicketBook } from './auth/tickets.js'
 import type { CliLauncher } from './cli/cli-handle.js'
 import { CliProcess } from './cli/cli-process.js'
+import { reapOrphans } from './cli/reaper.js'
 import type { Config } from './config.js'
 import { GatewayError, closeCodes } from './errors.js'
+import security, { GATEWAY_PROTOCOL } from './plugins/security.js'
 import { eventRoutes } from './routes/events.js'
 import { healthRoutes } from './routes/health.js'
 import { permissionRoutes } from './routes/permissions.js'
@@ -64,18 +68,23 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   let authenticator = parts.authenticator
   if (authenticator === undefined) {
     let tokens = config.tokens
-    if (tokens === null) {
+    if (tokens === null && config.jwt === null) {
       generatedToken = randomBytes(24).toString('base64url')
       tokens = new Map([[generatedToken, 'default']])
     }
-    authenticator = new StaticTokens(tokens)
+    const all: Authenticator[] = []
+    if (tokens !== null) all.push(new StaticTokens(tokens))
+    if (config.jwt !== null) all.push(new JwtAuthenticator(config.jwt))
+    authenticator = all.length === 1 ? all[0] as Authenticator : new AnyOf(all)
   }
+  const tickets = new TicketBook({ ttlMs: config.wsTicketTtlMs })
+  const pidDir = join(config.dataDir, 'pids')
 
   const launch: CliLauncher = parts.launch ?? ((spec, callbacks) => new CliProcess(spec, callbacks, {
     maxLineBytes: config.maxLineBytes,
     stopTimeoutMs: config.cliStopTimeoutMs,
     logger,
-    pidDir: join(config.dataDir, 'pids')
+    pidDir
   }))
 
   const manager = new SessionManager({
@@ -86,18 +95,23 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     claudeArgsExtra: config.claudeArgsExtra,
     workspaceRoot: config.workspaceRoot,
     maxSessions: config.maxSessions,
+    maxSessionsPerTenant: config.maxSessionsPerTenant,
+    allowBypassPermissions: config.allowBypassPermissions,
+    configRoot: config.tenantConfigDirs ? join(config.dataDir, 'claude-config') : null,
+    launcher: config.claudeLauncher,
     env: parts.env,
     limits: {
       permissionTimeoutMs: config.permissionTimeoutMs,
       controlRequestTimeoutMs: config.controlRequestTimeoutMs,
       clientRequestTimeoutMs: config.clientRequestTimeoutMs,
       idleTimeoutMs: config.idleTimeoutMs,
-      storeQueueMax: config.storeQueueMax
+      storeQueueMax: config.storeQueueMax,
+      allowBypassPermissions: config.allowBypassPermissions
     }
   })
   const heartbeat = new Heartbeat(config.keepaliveIntervalMs)
 
-  const app = Fastify({ loggerInstance: logger as FastifyBaseLogger, disableRequestLogging: false, bodyLimit: 1024 * 1024 })
+  const app = Fastify({ loggerInstance: logger as FastifyBaseLogger, bodyLimit: config.bodyLimitBytes })
   const state: GatewayState = { manager, store, heartbeat, generatedToken, shuttingDown: false }
   app.decorate('gateway', state)
   app.decorateRequest('tenant', '')
@@ -114,22 +128,38 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   })
   app.setNotFoundHandler((_request, reply) => reply.code(404).send(new GatewayError('not_found').toJSON()))
 
-  app.addHook('onRequest', async (request) => {
-    if (!request.url.startsWith('/v1/') && request.url !== '/v1') return
-    const token = bearerToken(request.headers.authorization)
-    const tenant = token === null ? null : await (authenticator as Authenticator).authenticate(token)
-    if (tenant === null) throw new GatewayError('unauthorized')
-    request.tenant = tenant
+  await app.register(security, {
+    authenticator,
+    tickets,
+    allowedOrigins: config.allowedOrigins,
+    allowedHosts: config.allowedHosts,
+    loopbackOnly: LOOPBACK.has(config.host),
+    rateLimitPerMinute: config.rateLimitPerMinute
   })
 
-  await app.register(websocket, { options: { maxPayload: config.wsMaxPayloadBytes } })
+  await app.register(websocket, {
+    options: {
+      maxPayload: config.wsMaxPayloadBytes,
+      // Select our protocol name, never echo the `bearer.<token>` entry back.
+      handleProtocols: (protocols) => protocols.has(GATEWAY_PROTOCOL) ? GATEWAY_PROTOCOL : false
+    }
+  })
   await app.register(sessionRoutes, { manager })
   await app.register(permissionRoutes, { manager })
   await app.register(eventRoutes, { manager, keepaliveIntervalMs: config.keepaliveIntervalMs, maxBufferedBytes: config.wsMaxBufferedBytes })
-  await app.register(wsRoutes, { manager, heartbeat, maxBufferedBytes: config.wsMaxBufferedBytes })
+  await app.register(wsRoutes, {
+    manager,
+    heartbeat,
+    tickets,
+    maxBufferedBytes: config.wsMaxBufferedBytes,
+    maxClientsPerSession: config.maxClientsPerSession,
+    maxFramesPerSec: config.wsMaxFramesPerSec
+  })
   await app.register(healthRoutes, { manager, store, maxSessions: config.maxSessions, isShuttingDown: () => state.shuttingDown })
 
   app.addHook('onReady', async () => {
+    const reaped = await reapOrphans(pidDir, config.cliStopTimeoutMs)
+    if (reaped.length > 0) logger.warn({ pids: reaped }, 'ended CLIs left running by a previous gateway process')
     try {
       const recovered = await manager.recover()
       if (recovered > 0) logger.warn({ recovered }, 'sessions left running by a previous gateway process marked stopped')
@@ -151,6 +181,8 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
 
   return app
 }
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost'])
 
 function retention (config: Config): { maxEventsPerSession: number, ttlSecondsAfterEnd: number } {
   return { maxEventsPerSession: config.eventsMaxPerSession, ttlSecondsAfterEnd: config.eventsTtlSeconds }

@@ -39,6 +39,7 @@ const envSchema = z.object({
   ALLOWED_HOSTS: z.string().default(defaults.ALLOWED_HOSTS),
   ALLOW_BYPASS_PERMISSIONS: z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1').default(defaults.ALLOW_BYPASS_PERMISSIONS),
   CLAUDE_LAUNCHER: z.string().min(1).optional(),
+  TENANT_CONFIG_DIRS: z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1').default(defaults.TENANT_CONFIG_DIRS),
   MAX_SESSIONS_PER_TENANT: int(1).default(defaults.MAX_SESSIONS_PER_TENANT),
   MAX_CLIENTS_PER_SESSION: int(1).default(defaults.MAX_CLIENTS_PER_SESSION),
   WS_MAX_FRAMES_PER_SEC: int(1).default(defaults.WS_MAX_FRAMES_PER_SEC),
@@ -83,6 +84,7 @@ export interface Config {
   allowBypassPermissions: boolean
   /** Command that wraps each CLI (receives workspace, config dir, then the CLI argv). */
   claudeLauncher: string | undefined
+  tenantConfigDirs: boolean
   maxSessionsPerTenant: number
   maxClientsPerSession: number
   wsMaxFramesPerSec: number
@@ -135,6 +137,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): Config {
     allowedHosts: list(e.ALLOWED_HOSTS),
     allowBypassPermissions: e.ALLOW_BYPASS_PERMISSIONS,
     claudeLauncher: e.CLAUDE_LAUNCHER,
+    tenantConfigDirs: e.TENANT_CONFIG_DIRS,
     maxSessionsPerTenant: e.MAX_SESSIONS_PER_TENANT,
     maxClientsPerSession: e.MAX_CLIENTS_PER_SESSION,
     wsMaxFramesPerSec: e.WS_MAX_FRAMES_PER_SEC,

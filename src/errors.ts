@@ -10,11 +10,15 @@ export const errorTable = {
   bad_request: { statusCode: 400, message: 'The request is not valid' },
   unauthorized: { statusCode: 401, message: 'Missing or invalid credentials' },
   forbidden_origin: { statusCode: 403, message: 'Origin not allowed' },
+  forbidden_host: { statusCode: 403, message: 'Host header not allowed' },
+  bypass_not_allowed: { statusCode: 403, message: 'permission_mode bypassPermissions is disabled by the operator (ALLOW_BYPASS_PERMISSIONS)' },
   session_not_found: { statusCode: 404, message: 'No such session' },
   not_found: { statusCode: 404, message: 'No such route' },
   request_not_found: { statusCode: 404, message: 'No such pending request' },
   too_many_sessions: { statusCode: 503, message: 'The gateway has reached MAX_SESSIONS' },
   rate_limited: { statusCode: 429, message: 'Too many requests' },
+  tenant_session_limit: { statusCode: 429, message: 'This tenant runs MAX_SESSIONS_PER_TENANT sessions already' },
+  too_many_clients: { statusCode: 429, message: 'This session has MAX_CLIENTS_PER_SESSION clients already' },
   payload_too_large: { statusCode: 413, message: 'Body too large' },
   store_unavailable: { statusCode: 503, message: 'The event store is unavailable' },
   shutting_down: { statusCode: 503, message: 'The gateway is shutting down' },
@@ -65,5 +69,7 @@ export const closeCodes = {
   /** The client did not read fast enough; its backlog passed WS_MAX_BUFFERED_BYTES. Reconnect with ?after=. */
   slowConsumer: 4008,
   /** The session was removed while the client was attached. */
-  sessionGone: 4004
+  sessionGone: 4004,
+  /** The client kept sending frames far above WS_MAX_FRAMES_PER_SEC after being told. */
+  flood: 4029
 } as const

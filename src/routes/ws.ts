@@ -5,12 +5,14 @@
  */
 import type { FastifyInstance } from 'fastify'
 import type { RawData } from 'ws'
-import { errorTable } from '../errors.js'
+import type { TicketBook } from '../auth/tickets.js'
+import { GatewayError, closeCodes, errorTable } from '../errors.js'
 import { parseClientFrame } from '../protocol/client-frames.js'
 import { wsQuery } from '../protocol/session-options.js'
 import { errorFrame } from '../session/frames.js'
 import type { Session } from '../session/session.js'
 import type { SessionManager } from '../session/session-manager.js'
+import { FrameRateLimiter } from '../ws/frame-rate-limiter.js'
 import type { Heartbeat } from '../ws/heartbeat.js'
 import { WsClient } from '../ws/ws-client.js'
 import { findSession } from './sessions.js'
@@ -19,7 +21,10 @@ import { parseOr400 } from './validate.js'
 export interface WsRoutesOptions {
   manager: SessionManager
   heartbeat: Heartbeat
+  tickets: TicketBook
   maxBufferedBytes: number
+  maxClientsPerSession: number
+  maxFramesPerSec: number
 }
 
 declare module 'fastify' {
@@ -32,19 +37,33 @@ declare module 'fastify' {
 export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions): Promise<void> {
   const { manager, heartbeat } = options
 
+  app.post('/v1/sessions/:id/ws-ticket', async (request, reply) => {
+    const session = await findSession(manager, request)
+    return reply.code(201).send(options.tickets.issue(request.tenant, session.id))
+  })
+
   app.get('/v1/sessions/:id/ws', {
     websocket: true,
     preValidation: async (request) => {
       parseOr400(wsQuery, request.query)
-      request.gatewaySession = await findSession(manager, request)
+      const session = await findSession(manager, request)
+      if (session.clientCount >= options.maxClientsPerSession) throw new GatewayError('too_many_clients')
+      request.gatewaySession = session
     }
   }, (socket, request) => {
     const session = request.gatewaySession as Session
     const query = wsQuery.parse(request.query)
     const client = new WsClient(socket, options.maxBufferedBytes)
     heartbeat.add(client)
+    const limiter = new FrameRateLimiter(options.maxFramesPerSec)
 
     socket.on('message', (data: RawData, isBinary: boolean) => {
+      const verdict = limiter.take()
+      if (verdict !== 'ok') {
+        if (verdict === 'flood') client.close(closeCodes.flood, 'frame flood')
+        else client.send(errorFrame('rate_limited', `More than ${options.maxFramesPerSec} frames per second: frame dropped`))
+        return
+      }
       if (isBinary) {
         client.send(errorFrame('binary_not_supported', errorTable.binary_not_supported.message))
         return

@@ -5,10 +5,12 @@
  * are marked stopped (`exit.reason: "lost"`) when first loaded.
  */
 import { randomUUID } from 'node:crypto'
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { buildCliArgs } from '../cli/cli-args.js'
 import { buildCliEnv } from '../cli/cli-env.js'
-import type { CliLauncher } from '../cli/cli-handle.js'
+import type { CliLauncher, CliSpawnSpec } from '../cli/cli-handle.js'
 import { GatewayError } from '../errors.js'
 import type { SessionOptions } from '../protocol/session-options.js'
 import type { EventStore, SessionPage, SessionRecord } from '../store/store.js'
@@ -23,6 +25,12 @@ export interface SessionManagerOptions {
   claudeArgsExtra: string[]
   workspaceRoot: string
   maxSessions: number
+  maxSessionsPerTenant: number
+  allowBypassPermissions: boolean
+  /** Each tenant's CLI config dir is `<configRoot>/<tenant>` (CLAUDE_CONFIG_DIR); null leaves the CLI's default. */
+  configRoot: string | null
+  /** Operator command wrapping each CLI: gets `<workspace> <config dir> -- <cli> <args...>`. */
+  launcher?: string | undefined
   limits: SessionLimits
   /** Environment the CLI's allowlisted env is taken from. */
   env?: NodeJS.ProcessEnv
@@ -49,7 +57,8 @@ export class SessionManager {
 
   async create (tenant: string, options: SessionOptions): Promise<Session> {
     if (this.#closing) throw new GatewayError('shutting_down')
-    const refused = this.#admit()
+    if (options.permission_mode === 'bypassPermissions' && !this.#o.allowBypassPermissions) throw new GatewayError('bypass_not_allowed')
+    const refused = this.#admit(tenant)
     if (refused !== null) throw refused
     const id = randomUUID()
     sessionWorkspace(this.#o.workspaceRoot, tenant, id, options.cwd) // validates cwd before anything is stored
@@ -139,23 +148,34 @@ export class SessionManager {
       launch: this.#o.launch,
       logger: this.#o.logger,
       limits: this.#o.limits,
-      admit: () => this.#closing ? new GatewayError('shutting_down') : this.#admit(),
+      admit: () => this.#closing ? new GatewayError('shutting_down') : this.#admit(record.tenant),
       onStatus: (s) => { if (s.running) this.#running.add(s); else this.#running.delete(s) },
-      spawnSpec: (resume) => ({
-        command: this.#o.claudeBin,
-        args: buildCliArgs({ sessionId: record.id, resume, options, extra: this.#o.claudeArgsExtra }),
-        cwd: sessionWorkspace(this.#o.workspaceRoot, record.tenant, record.id, options.cwd),
-        env: buildCliEnv(this.#o.env ?? process.env),
-        sessionId: record.id
-      })
+      spawnSpec: (resume) => this.#spawnSpec(record, options, resume)
     })
     this.#sessions.set(record.id, session)
     return session
   }
 
-  #admit (): GatewayError | null {
-    return this.#running.size >= this.#o.maxSessions
-      ? new GatewayError('too_many_sessions', `The gateway runs MAX_SESSIONS (${this.#o.maxSessions}) sessions already`)
+  #spawnSpec (record: SessionRecord, options: SessionOptions, resume: boolean): CliSpawnSpec {
+    const cwd = sessionWorkspace(this.#o.workspaceRoot, record.tenant, record.id, options.cwd)
+    const args = buildCliArgs({ sessionId: record.id, resume, options, extra: this.#o.claudeArgsExtra })
+    const configDir = this.#o.configRoot === null ? null : join(this.#o.configRoot, record.tenant)
+    if (configDir !== null) mkdirSync(configDir, { recursive: true, mode: 0o700 })
+    const env = buildCliEnv(this.#o.env ?? process.env, configDir === null ? {} : { CLAUDE_CONFIG_DIR: configDir })
+    const launcher = this.#o.launcher
+    return launcher === undefined
+      ? { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id }
+      : { command: launcher, args: [cwd, configDir ?? '', '--', this.#o.claudeBin, ...args], cwd, env, sessionId: record.id }
+  }
+
+  #admit (tenant: string): GatewayError | null {
+    if (this.#running.size >= this.#o.maxSessions) {
+      return new GatewayError('too_many_sessions', `The gateway runs MAX_SESSIONS (${this.#o.maxSessions}) sessions already`)
+    }
+    let mine = 0
+    for (const s of this.#running) if (s.tenant === tenant) mine++
+    return mine >= this.#o.maxSessionsPerTenant
+      ? new GatewayError('tenant_session_limit', `This tenant runs MAX_SESSIONS_PER_TENANT (${this.#o.maxSessionsPerTenant}) sessions already`)
       : null
   }
 }

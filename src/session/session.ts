@@ -33,6 +33,7 @@ export interface SessionLimits {
   clientRequestTimeoutMs: number
   idleTimeoutMs: number
   storeQueueMax: number
+  allowBypassPermissions: boolean
 }
 
 export interface SessionDeps {
@@ -281,6 +282,11 @@ export class Session {
     }
     if (frame.type === 'control_request') {
       if (this.#cli === null || this.#stopping) { fail('session_not_running', undefined, { request_id: frame.request_id }); return }
+      const req = frame.request as Record<string, unknown>
+      if (req.subtype === 'set_permission_mode' && req.mode === 'bypassPermissions' && !this.#deps.limits.allowBypassPermissions) {
+        fail('bypass_not_allowed', undefined, { request_id: frame.request_id })
+        return
+      }
       if (this.#clientRequests.has(frame.request_id) || this.#broker.get(frame.request_id) !== undefined) {
         fail('duplicate_request_id', undefined, { request_id: frame.request_id })
         return

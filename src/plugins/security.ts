@@ -1,0 +1,102 @@
+/**
+ * Who may reach the gateway, checked before any route runs:
+ * - Host allowlist while bound to loopback (stops DNS rebinding: a web page
+ *   on evil.example resolving to 127.0.0.1 still sends `Host: evil.example`);
+ * - Origin allowlist for browsers (stops cross-site WebSocket hijacking and
+ *   cross-origin REST calls); requests without Origin are not from a browser
+ *   page and pass to authentication;
+ * - authentication for every `/v1` route: `Authorization: Bearer`, a
+ *   `bearer.<token>` Sec-WebSocket-Protocol entry, or a single-use `?ticket=`
+ *   on the WebSocket route;
+ * - REST rate limit per tenant (per IP before authentication).
+ */
+import cors from '@fastify/cors'
+import rateLimit from '@fastify/rate-limit'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { type Authenticator, bearerToken } from '../auth/static-tokens.js'
+import type { TicketBook } from '../auth/tickets.js'
+import { GatewayError } from '../errors.js'
+
+export interface SecurityOptions {
+  authenticator: Authenticator
+  tickets: TicketBook
+  allowedOrigins: string[]
+  /** Host names accepted when `loopbackOnly`; empty means any. */
+  allowedHosts: string[]
+  loopbackOnly: boolean
+  rateLimitPerMinute: number
+}
+
+/** Subprotocol entry carrying a token, for browsers: `new WebSocket(url, ['claude-gateway.v1', 'bearer.' + token])`. */
+export const TOKEN_PROTOCOL_PREFIX = 'bearer.'
+export const GATEWAY_PROTOCOL = 'claude-gateway.v1'
+
+const WS_ROUTE = /^\/v1\/sessions\/([^/?]+)\/ws(?:\?|$)/
+
+async function security (app: FastifyInstance, o: SecurityOptions): Promise<void> {
+  const hosts = new Set(['localhost', '127.0.0.1', '[::1]', ...o.allowedHosts].map((h) => h.toLowerCase()))
+  const origins = new Set(o.allowedOrigins)
+
+  app.addHook('onRequest', async (request) => {
+    if (o.loopbackOnly && !hosts.has(hostName(request.headers.host))) {
+      throw new GatewayError('forbidden_host')
+    }
+    const origin = request.headers.origin
+    if (origin !== undefined && !origins.has(origin)) throw new GatewayError('forbidden_origin')
+    if (!request.url.startsWith('/v1/')) return
+    const tenant = await authenticate(request)
+    if (tenant === null) throw new GatewayError('unauthorized')
+    request.tenant = tenant
+  })
+
+  async function authenticate (request: FastifyRequest): Promise<string | null> {
+    const header = bearerToken(request.headers.authorization)
+    if (header !== null) return o.authenticator.authenticate(header)
+    const ws = WS_ROUTE.exec(request.url)
+    if (ws === null) return null
+    const ticket = (request.query as Record<string, unknown>).ticket
+    if (typeof ticket === 'string') return o.tickets.redeem(ticket, decodeURIComponent(ws[1] as string).toLowerCase())
+    const fromProtocol = protocolToken(request.headers['sec-websocket-protocol'])
+    return fromProtocol === null ? null : o.authenticator.authenticate(fromProtocol)
+  }
+
+  await app.register(cors, {
+    origin: [...origins],
+    methods: ['GET', 'POST', 'DELETE'],
+    allowedHeaders: ['authorization', 'content-type', 'last-event-id'],
+    maxAge: 600
+  })
+
+  await app.register(rateLimit, {
+    max: o.rateLimitPerMinute,
+    timeWindow: 60_000,
+    hook: 'preHandler', // after authentication, so the key is the tenant
+    keyGenerator: (request) => request.tenant !== '' ? `tenant:${request.tenant}` : `ip:${request.ip}`,
+    allowList: (request) => request.url === '/healthz' || request.url === '/readyz',
+    errorResponseBuilder: (_request, context) => ({
+      statusCode: 429,
+      code: 'rate_limited',
+      message: `Rate limit of ${context.max} requests per minute exceeded; retry in ${context.after}`
+    })
+  })
+}
+
+function hostName (host: string | undefined): string {
+  if (host === undefined) return ''
+  const h = host.toLowerCase()
+  if (h.startsWith('[')) return h.slice(0, h.indexOf(']') + 1)
+  const colon = h.lastIndexOf(':')
+  return colon === -1 ? h : h.slice(0, colon)
+}
+
+function protocolToken (header: string | undefined): string | null {
+  if (header === undefined) return null
+  for (const entry of header.split(',')) {
+    const value = entry.trim()
+    if (value.startsWith(TOKEN_PROTOCOL_PREFIX)) return value.slice(TOKEN_PROTOCOL_PREFIX.length)
+  }
+  return null
+}
+
+export default fp(security, { name: 'gateway-security' })

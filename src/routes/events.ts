@@ -1,0 +1,189 @@
+/**
+ * A session's history over plain HTTP.
+ *
+ * `GET /v1/sessions/:id/events?after=&limit=` pages through the recorded
+ * frames (exactly the text clients received live, `seq` included), oldest
+ * first. Read through the session's EventLog, so frames it holds in memory
+ * while the store is unreachable are served too.
+ *
+ * `GET /v1/sessions/:id/events/stream` is the same log as Server-Sent Events:
+ * history after `Last-Event-ID` (or `?after=`), then live frames, with
+ * `: keep-alive` comments as heartbeats. The stream is attached to the
+ * session as an observer `ClientPort`, so the session's own replay/backlog
+ * logic gives it every frame once, in order, with no gap.
+ */
+import { randomUUID } from 'node:crypto'
+import type { ServerResponse } from 'node:http'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { z } from 'zod'
+import { GatewayError } from '../errors.js'
+import { eventsQuery } from '../protocol/session-options.js'
+import type { ClientPort } from '../session/session.js'
+import type { SessionManager } from '../session/session-manager.js'
+import type { StoredEvent } from '../store/store.js'
+import { findSession } from './sessions.js'
+import { parseOr400 } from './validate.js'
+
+export interface EventRoutesOptions {
+  manager: SessionManager
+  /** Interval of the `: keep-alive` comments on event streams. */
+  keepaliveIntervalMs: number
+  /** A stream whose unsent backlog passes this is ended; the client reconnects with Last-Event-ID. */
+  maxBufferedBytes: number
+}
+
+const streamQuery = z.strictObject({
+  after: z.coerce.number().int().min(0).optional()
+})
+
+const lastEventId = z.coerce.number().int().min(0)
+
+/** How long an ended stream may take to flush before its socket is destroyed. */
+const END_GRACE_MS = 2000
+
+export async function eventRoutes (app: FastifyInstance, options: EventRoutesOptions): Promise<void> {
+  const { manager } = options
+  const streams = new Set<SseClient>()
+
+  app.get('/v1/sessions/:id/events', async (request, reply) => {
+    const query = parseOr400(eventsQuery, request.query)
+    const session = await findSession(manager, request)
+    let page: StoredEvent[]
+    try {
+      page = await session.events.read(query.after, query.limit + 1)
+    } catch (err) {
+      request.log.warn({ err }, 'event history read failed')
+      throw new GatewayError('store_unavailable')
+    }
+    const events = page.slice(0, query.limit)
+    const last = events[events.length - 1]?.seq ?? null
+    // More exists when the page was full, or when it stopped short of what was
+    // committed (the store's part ended where frames held in memory begin).
+    const hasMore = last !== null && (page.length > query.limit || last < session.events.committedSeq)
+    // Joined, not re-serialised: each stored frame is already the JSON text clients received.
+    const body = `{"events":[${events.map((e) => e.frame).join(',')}],"has_more":${hasMore},"next_after":${last ?? 'null'}}`
+    return reply.type('application/json; charset=utf-8').send(body)
+  })
+
+  app.get('/v1/sessions/:id/events/stream', async (request, reply) => {
+    const query = parseOr400(streamQuery, request.query)
+    const after = resumePoint(request) ?? query.after ?? 0
+    const session = await findSession(manager, request)
+
+    reply.hijack()
+    const res = reply.raw
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no'
+    })
+    res.flushHeaders()
+
+    let done = false
+    const release = (): void => {
+      if (done) return
+      done = true
+      clearInterval(heartbeat)
+      streams.delete(client)
+      session.detach(client)
+    }
+    // Ended by us (slow reader, shutdown) or closed by the peer: detach at once either way.
+    const client = new SseClient(res, options.maxBufferedBytes, release)
+    streams.add(client)
+    const heartbeat = setInterval(() => client.comment('keep-alive'), options.keepaliveIntervalMs)
+    heartbeat.unref()
+    res.once('close', () => client.end('closed'))
+
+    session.attach(client, { role: 'observer', after }).catch((err: unknown) => {
+      request.log.error({ err }, 'event stream attach failed')
+      client.end('attach failed')
+    })
+  })
+
+  // Hijacked responses are never idle, so the server would wait for them at close.
+  app.addHook('preClose', async () => {
+    for (const client of streams) client.end('gateway shutting down')
+  })
+}
+
+/** `Last-Event-ID` as a seq; undefined when absent, 400 when not a seq. */
+function resumePoint (request: FastifyRequest): number | undefined {
+  const header = request.headers['last-event-id']
+  if (header === undefined || header === '') return undefined
+  const parsed = lastEventId.safeParse(Array.isArray(header) ? header[0] : header)
+  if (!parsed.success) throw new GatewayError('bad_request', 'Last-Event-ID: expected a seq (a non-negative integer)')
+  return parsed.data
+}
+
+/** An SSE response as a session's ClientPort. */
+class SseClient implements ClientPort {
+  readonly id = randomUUID()
+  readonly #res: ServerResponse
+  readonly #maxBuffered: number
+  readonly #onEnd: () => void
+  #ended = false
+
+  constructor (res: ServerResponse, maxBufferedBytes: number, onEnd: () => void) {
+    this.#res = res
+    this.#maxBuffered = maxBufferedBytes
+    this.#onEnd = onEnd
+  }
+
+  send (data: string | Buffer): void {
+    if (this.#ended) return
+    const frame = typeof data === 'string' ? data : data.toString('utf8')
+    const seq = seqOf(frame)
+    this.#write(seq === null ? `event: gateway\n${dataLines(frame)}\n` : `id: ${seq}\n${dataLines(frame)}\n`)
+  }
+
+  comment (text: string): void {
+    this.#write(`: ${text}\n\n`)
+  }
+
+  /** Ends the stream (no-op once ended); a peer that does not read is cut off after a grace period. */
+  end (why: string): void {
+    if (this.#ended) return
+    this.#ended = true
+    const res = this.#res
+    if (!res.destroyed && !res.writableEnded) {
+      res.end(`: ${why}\n\n`)
+      const timer = setTimeout(() => res.destroy(), END_GRACE_MS)
+      timer.unref()
+      res.once('close', () => clearTimeout(timer))
+    }
+    this.#onEnd()
+  }
+
+  #write (chunk: string): void {
+    if (this.#ended) return
+    if (!this.#res.write(chunk) && this.#res.writableLength > this.#maxBuffered) {
+      this.end('slow consumer: reconnect with Last-Event-ID')
+    }
+  }
+}
+
+const CLI_SEQ = /^\{"seq":(\d+)[,}]/
+const GATEWAY_SEQ = /^\{"type":"gateway","subtype":"[^"\\]*",(?:"seq":(\d+)[,}])?/
+
+/**
+ * The seq of a frame, or null for unrecorded ones (hello, holder, store,
+ * error). session/frames.ts puts `seq` first in relayed CLI lines and third
+ * in gateway frames, so those are read without parsing; anything else is parsed.
+ */
+function seqOf (frame: string): number | null {
+  const match = CLI_SEQ.exec(frame) ?? GATEWAY_SEQ.exec(frame)
+  if (match !== null) return match[1] === undefined ? null : Number(match[1])
+  try {
+    const parsed = JSON.parse(frame) as { seq?: unknown }
+    return typeof parsed.seq === 'number' ? parsed.seq : null
+  } catch {
+    return null
+  }
+}
+
+/** `data:` lines for a frame. JSON text holds CR/LF only as whitespace, so splitting there keeps it equivalent. */
+function dataLines (frame: string): string {
+  if (!/[\r\n]/.test(frame)) return `data: ${frame}\n`
+  return frame.split(/\r\n|\r|\n/).map((line) => `data: ${line}\n`).join('')
+}
