@@ -68,8 +68,6 @@ export const closeCodes = {
   internal: 1011,
   /** The client did not read fast enough; its backlog passed WS_MAX_BUFFERED_BYTES. Reconnect with ?after=. */
   slowConsumer: 4008,
-  /** The session was removed while the client was attached. */
-  sessionGone: 4004,
   /** The client kept sending frames far above WS_MAX_FRAMES_PER_SEC after being told. */
   flood: 4029
 } as const
