@@ -1,0 +1,126 @@
+// End to end: gateway + real claude CLI + Messages API stand-in + real
+// WebSocket clients. Continuing a conversation: after the session's CLI was
+// stopped, and after the gateway itself restarted (Redis store).
+import assert from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
+import { after, test } from 'node:test'
+import { type RecordedRequest, allUserTexts, lastUserText, startMockAnthropic, type MockAnthropic } from '../support/mock-anthropic.js'
+import { deleteKeys, redisCommand } from '../support/redis-server.js'
+import {
+  E2E_TEST_TIMEOUT_MS, WAIT_MS, type E2e, assertContiguous, closeAll, waitLive, cmdline, isCli, isGateway, makeScratch, startE2e
+} from '../support/e2e.js'
+
+after(closeAll)
+
+const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+const streamedPrompt = (text: string) => (r: RecordedRequest): boolean => r.stream && lastUserText(r.body).endsWith(text)
+
+/** Texts of the assistant's earlier messages in a request. */
+function assistantTexts (body: unknown): string[] {
+  const messages = (body as { messages?: Array<{ role: string, content: unknown }> }).messages ?? []
+  return messages.filter((m) => m.role === 'assistant').flatMap((m) => typeof m.content === 'string'
+    ? [m.content]
+    : Array.isArray(m.content) ? m.content.map((b: { text?: unknown }) => typeof b.text === 'string' ? b.text : '') : [])
+}
+
+/** The new CLI's status frame (after `from`) and its argv: it must continue the session with --resume. */
+async function assertResumed (client: Awaited<ReturnType<E2e['connect']>>, sessionId: string, from: number, oldPid: number): Promise<number> {
+  const starting = await waitLive(client, isGateway('status', { status: 'starting' }), from)
+  assert.equal(typeof starting.pid, 'number')
+  assert.notEqual(starting.pid, oldPid, 'a new CLI')
+  const argv = cmdline(starting.pid)
+  assert.equal(argv[argv.indexOf('--resume') + 1], sessionId, `spawned with --resume <id>: ${argv.join(' ')}`)
+  assert.ok(!argv.includes('--session-id'))
+  return starting.pid
+}
+
+test('stop, then prompt again: the CLI is restarted with --resume and the API sees the earlier turns', { timeout: E2E_TEST_TIMEOUT_MS }, async () => {
+  const e = await startE2e()
+  try {
+    const session = await e.createSession()
+    const client = await e.connect(session.id)
+    client.sendUser('First prompt')
+    const first = await waitLive(client, isCli('result'))
+    assert.equal(first.result, 'Echo: First prompt')
+
+    const stopped = await e.gw.request('DELETE', `/v1/sessions/${session.id}`)
+    assert.equal(stopped.status, 200)
+    assert.equal(stopped.body.status, 'stopped')
+    assert.equal(stopped.body.pid, null)
+    assert.equal(stopped.body.exit.reason, 'stopped')
+    await waitLive(client, isGateway('status', { status: 'stopped' }))
+
+    const mark = client.frames.length
+    client.sendUser('Second prompt')
+    await assertResumed(client, session.id, mark, session.pid)
+    const second = await waitLive(client, isCli('result'), mark)
+    const request = await e.mock.waitForRequest(streamedPrompt('Second prompt'), WAIT_MS)
+    const users = allUserTexts(request.body)
+    assert.ok(users.some((t) => t.includes('First prompt')), `earlier prompt in the request: ${JSON.stringify(users)}`)
+    assert.ok(assistantTexts(request.body).includes('Echo: First prompt'), 'earlier answer in the request')
+    assert.equal(second.subtype, 'success', JSON.stringify(second))
+    assert.equal(second.session_id, session.id, 'same conversation')
+    assertContiguous(client.seqFrames)
+  } finally {
+    await e.close()
+  }
+})
+
+test('gateway restart with Redis: the session is still listed and a new prompt resumes the conversation', { timeout: E2E_TEST_TIMEOUT_MS }, async (t) => {
+  try {
+    await redisCommand(REDIS_URL, ['PING'], { timeoutMs: 1000 })
+  } catch (err) {
+    t.skip(`no Redis at ${REDIS_URL}: ${(err as Error).message}`)
+    return
+  }
+  const prefix = `cgw-e2e-${randomUUID()}:`
+  const env = { REDIS_URL, REDIS_PREFIX: prefix }
+  // One CLI HOME (the CLI's transcripts), one DATA_DIR (workspaces) and one stand-in for both gateway runs.
+  const scratch = makeScratch()
+  let mock: MockAnthropic | undefined
+  let first: E2e | undefined
+  let second: E2e | undefined
+  try {
+    mock = await startMockAnthropic()
+    first = await startE2e({ scratch, mock, env })
+    const session = await first.createSession({ metadata: { test: 'restart' } })
+    const before = await first.connect(session.id)
+    before.sendUser('Before the restart')
+    const result = await waitLive(before, isCli('result'))
+    assert.equal(result.result, 'Echo: Before the restart')
+    await first.close() // also checks its CLI is gone
+    const history = before.seqFrames
+
+    second = await startE2e({ scratch, mock, env })
+    const listed = await second.gw.request('GET', '/v1/sessions')
+    assert.equal(listed.status, 200)
+    const entry = listed.body.sessions.find((s: { id: string }) => s.id === session.id)
+    assert.ok(entry, `the session is listed after the restart: ${JSON.stringify(listed.body)}`)
+    assert.equal(entry.status, 'stopped')
+    assert.deepEqual(entry.metadata, { test: 'restart' })
+    assert.ok(entry.last_seq >= result.seq)
+
+    // The history came back from Redis: a client attaching with after=0 gets it again.
+    const client = await second.connect(session.id)
+    await waitLive(client, (f) => f.seq === history[history.length - 1].seq)
+    assert.deepEqual(client.seqFrames.slice(0, history.length), history)
+
+    const mark = client.frames.length
+    client.sendUser('After the restart')
+    await assertResumed(client, session.id, mark, session.pid)
+    const resumed = await waitLive(client, isCli('result'), mark)
+    const request = await mock.waitForRequest(streamedPrompt('After the restart'), WAIT_MS)
+    assert.ok(allUserTexts(request.body).some((t) => t.includes('Before the restart')), 'earlier prompt in the request')
+    assert.ok(assistantTexts(request.body).includes('Echo: Before the restart'), 'earlier answer in the request')
+    assert.equal(resumed.subtype, 'success', JSON.stringify(resumed))
+    assert.equal(resumed.session_id, session.id)
+    assertContiguous(client.seqFrames)
+  } finally {
+    await second?.close()
+    await first?.close()
+    await mock?.close()
+    scratch.remove()
+    await deleteKeys(REDIS_URL, prefix).catch(() => 0)
+  }
+})
