@@ -215,9 +215,11 @@ export class Session {
       store: this.#events.degraded ? 'degraded' : 'ok',
       pending_requests: this.#broker.list().map((p) => p.requestId)
     }))
-    if (options.role === 'controller') this.#announceHolder(att)
+    if (options.role === 'controller') this.#announceHolder(att, att)
 
     let cursor = from
+    // Replayed up to here while another client held the session: control requests went out as notices.
+    let noticedUpTo = from
     while (cursor < upTo) {
       let page
       try {
@@ -230,11 +232,12 @@ export class Session {
       if (page.length === 0 || !this.#clients.has(port)) break
       for (const event of page) port.send(this.#render(event, att))
       cursor = (page[page.length - 1] as LogEvent).seq
+      if (this.#holder !== att) noticedUpTo = cursor
     }
     const backlog = att.backlog ?? []
     att.backlog = null
     for (const event of backlog) if (event.seq > cursor) port.send(this.#render(event, att))
-    if (this.#holder === att) this.#redeliver(att, from)
+    if (this.#holder === att) this.#redeliver(att, noticedUpTo)
   }
 
   detach (port: ClientPort): void {
@@ -248,7 +251,9 @@ export class Session {
       }
       this.#holder = next
       this.#announceHolder(next)
-      if (next !== null) this.#redeliver(next, Infinity)
+      // Only what it was sent as notices: later frames reach it live as the holder's. A client
+      // still being replayed to gets its pending requests when its attach ends.
+      if (next !== null && next.backlog === null) this.#redeliver(next, this.#events.committedSeq)
     }
     this.#armIdle()
   }
@@ -468,9 +473,10 @@ export class Session {
     for (const att of this.#clients.values()) att.port.send(frame)
   }
 
-  #announceHolder (holder: Attachment | null): void {
+  /** Tells every client (but `except`, whose hello said it) who holds the session now. */
+  #announceHolder (holder: Attachment | null, except: Attachment | null = null): void {
     for (const att of this.#clients.values()) {
-      if (att === holder && att.backlog !== null) continue
+      if (att === except) continue
       att.port.send(gatewayFrame('holder', { holder: holder?.port.id ?? null, role: att === holder ? 'controller' : 'observer' }))
     }
   }

@@ -1,0 +1,198 @@
+/**
+ * Pending CLI control requests over HTTP: `GET /v1/sessions/:id/permissions`
+ * lists them, `POST /v1/sessions/:id/permissions/:request_id` answers one,
+ * with the same completion of the answer, the same checks and the same
+ * first-answer-wins rule as a holder's WebSocket answer, including when HTTP
+ * and WebSocket answers race. What reaches the CLI is read from the fake's
+ * stdin log.
+ */
+import assert from 'node:assert/strict'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { after, before, describe, it, type TestContext } from 'node:test'
+import { TOKEN_B, type TestClient, type TestGateway, startGateway } from '../support/gateway.js'
+
+type Frame = Record<string, any>
+
+/** Room for the requests below (names unknown to the config are ignored). */
+const LIMITS = { RATE_LIMIT_PER_MINUTE: '100000', WS_MAX_FRAMES_PER_SEC: '100000', MAX_SESSIONS_PER_TENANT: '1000' }
+
+const isHello = (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'hello'
+const isPrompt = (f: Frame): boolean => f.type === 'control_request' && f.request?.subtype === 'can_use_tool'
+const isResult = (f: Frame): boolean => f.type === 'result'
+const isError = (code: string) => (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'error' && f.code === code
+const resolvedFrame = (subtype: string, requestId: string) => (f: Frame): boolean =>
+  f.type === 'gateway' && f.subtype === subtype && f.request_id === requestId
+const resolved = (requestId: string): ((f: Frame) => boolean) => resolvedFrame('permission_resolved', requestId)
+
+const answersTo = (gw: TestGateway, sessionId: string, requestId: string): Frame[] =>
+  gw.stdinLines(sessionId).filter((l) => l.type === 'control_response' && l.response?.request_id === requestId)
+
+interface Setup {
+  id: string
+  holder: TestClient
+  holderId: string
+  observer: TestClient
+  permissions: string
+}
+
+async function setup (gw: TestGateway, t: TestContext): Promise<Setup> {
+  const session = await gw.createSession()
+  const holder = await gw.connect(session.id)
+  const observer = await gw.connect(session.id, 'role=observer')
+  t.after(async () => {
+    holder.terminate()
+    observer.terminate()
+    await gw.request('DELETE', `/v1/sessions/${session.id}`)
+  })
+  const hello = await holder.waitFor(isHello)
+  await observer.waitFor(isHello)
+  return { id: session.id, holder, holderId: hello.client_id, observer, permissions: `/v1/sessions/${session.id}/permissions` }
+}
+
+async function ask (holder: TestClient, text = 'ask'): Promise<Frame> {
+  const before = holder.frames.length
+  holder.sendUser(text)
+  return holder.waitFor((f) => isPrompt(f) || f.request?.subtype === 'hook_callback', 10_000, before)
+}
+
+let fences = 0
+async function fence (holder: TestClient): Promise<void> {
+  const id = `fence-${++fences}`
+  holder.send({ type: 'control_request', request_id: id, request: { subtype: 'mcp_status' } })
+  await holder.waitFor((f) => f.type === 'control_response' && f.response?.request_id === id)
+}
+
+describe('permission prompts over HTTP', () => {
+  let gw: TestGateway
+  before(async () => { gw = await startGateway({ env: LIMITS }) })
+  after(async () => { await gw.close() })
+
+  it('lists the pending prompt and answers it with allow: the request\'s input and tool_use_id go to the CLI; clients are told', async (t) => {
+    const { id, holder, observer, permissions } = await setup(gw, t)
+    assert.deepEqual((await gw.request('GET', permissions)).body, { requests: [] })
+    const prompt = await ask(holder)
+
+    const listed = await gw.request('GET', permissions)
+    assert.equal(listed.status, 200)
+    assert.equal(listed.body.requests.length, 1)
+    const item = listed.body.requests[0]
+    assert.deepEqual({ ...item, created_at: undefined }, {
+      request_id: prompt.request_id, subtype: 'can_use_tool', request: prompt.request, seq: prompt.seq, created_at: undefined
+    })
+    assert.ok(Math.abs(Date.parse(item.created_at) - Date.now()) < 60_000)
+
+    const res = await gw.request('POST', `${permissions}/${prompt.request_id}`, { behavior: 'allow' })
+    assert.equal(res.status, 200)
+    assert.deepEqual(res.body, { request_id: prompt.request_id, decision: 'allowed' })
+    for (const c of [holder, observer]) {
+      const r = await c.waitFor(resolved(prompt.request_id))
+      assert.deepEqual([r.decision, r.by, r.seq], ['allowed', 'http:tenant-a', prompt.seq + 1])
+    }
+    assert.equal((await holder.waitFor(isResult)).subtype, 'success')
+    assert.deepEqual(answersTo(gw, id, prompt.request_id), [{
+      type: 'control_response',
+      response: {
+        subtype: 'success',
+        request_id: prompt.request_id,
+        response: { behavior: 'allow', updatedInput: prompt.request.input, toolUseID: prompt.request.tool_use_id }
+      }
+    }])
+    assert.ok(existsSync(join(gw.dataDir, 'workspaces', 'tenant-a', id, 'fake-created.txt')))
+    assert.deepEqual((await gw.request('GET', permissions)).body, { requests: [] })
+  })
+
+  it('answers with deny and a message; the message is what the CLI gets', async (t) => {
+    const { id, holder, permissions } = await setup(gw, t)
+    const prompt = await ask(holder)
+    const res = await gw.request('POST', `${permissions}/${prompt.request_id}`, { behavior: 'deny', message: 'Denied from my phone' })
+    assert.deepEqual([res.status, res.body], [200, { request_id: prompt.request_id, decision: 'denied' }])
+    await holder.waitFor(isResult)
+    assert.deepEqual(answersTo(gw, id, prompt.request_id).map((l) => l.response), [{
+      subtype: 'success',
+      request_id: prompt.request_id,
+      response: { behavior: 'deny', message: 'Denied from my phone', toolUseID: prompt.request.tool_use_id }
+    }])
+    const toolResult = holder.frames.find((f) => f.type === 'user' && f.message?.content?.[0]?.type === 'tool_result')
+    assert.equal(toolResult?.message.content[0].content, 'Denied from my phone')
+  })
+
+  it('answers a hook callback with a generic success body', async (t) => {
+    const { id, holder, permissions } = await setup(gw, t)
+    const hook = await ask(holder, 'hook')
+    assert.equal(hook.request.subtype, 'hook_callback')
+    const listed = await gw.request('GET', permissions)
+    assert.deepEqual(listed.body.requests.map((r: Frame) => [r.request_id, r.subtype]), [[hook.request_id, 'hook_callback']])
+    const res = await gw.request('POST', `${permissions}/${hook.request_id}`, { subtype: 'success', response: { continue: true } })
+    assert.deepEqual([res.status, res.body], [200, { request_id: hook.request_id, decision: 'answered' }])
+    assert.equal((await holder.waitFor(resolvedFrame('request_resolved', hook.request_id))).decision, 'answered')
+    await holder.waitFor(isResult)
+    assert.deepEqual(answersTo(gw, id, hook.request_id).map((l) => l.response), [
+      { subtype: 'success', request_id: hook.request_id, response: { continue: true } }
+    ])
+  })
+
+  it('refuses unknown ids (404), second answers (409, HTTP or WebSocket), malformed bodies (400) and other tenants (404)', async (t) => {
+    const { id, holder, permissions } = await setup(gw, t)
+    const prompt = await ask(holder)
+
+    const unknown = await gw.request('POST', `${permissions}/no-such-request`, { behavior: 'allow' })
+    assert.deepEqual([unknown.status, unknown.body.code], [404, 'unknown_request'])
+    const bad = await gw.request('POST', `${permissions}/${prompt.request_id}`, { behavior: 'perhaps' })
+    assert.deepEqual([bad.status, bad.body.code], [400, 'bad_request'])
+
+    // Another tenant cannot see or answer the prompt: the session does not exist for it.
+    const otherList = await gw.request('GET', permissions, undefined, TOKEN_B)
+    assert.deepEqual([otherList.status, otherList.body.code], [404, 'session_not_found'])
+    const otherAnswer = await gw.request('POST', `${permissions}/${prompt.request_id}`, { behavior: 'allow' }, TOKEN_B)
+    assert.deepEqual([otherAnswer.status, otherAnswer.body.code], [404, 'session_not_found'])
+    assert.deepEqual((await gw.request('GET', permissions)).body.requests.map((r: Frame) => r.request_id), [prompt.request_id], 'still pending')
+
+    const first = await gw.request('POST', `${permissions}/${prompt.request_id}`, { behavior: 'deny', message: 'first' })
+    assert.deepEqual([first.status, first.body.decision], [200, 'denied'])
+    const second = await gw.request('POST', `${permissions}/${prompt.request_id}`, { behavior: 'allow' })
+    assert.deepEqual([second.status, second.body.code], [409, 'already_resolved'])
+    holder.send({ type: 'control_response', response: { subtype: 'success', request_id: prompt.request_id, response: { behavior: 'allow' } } })
+    assert.equal((await holder.waitFor(isError('already_resolved'))).request_id, prompt.request_id)
+
+    await holder.waitFor(isResult)
+    await fence(holder)
+    assert.deepEqual(answersTo(gw, id, prompt.request_id).map((l) => l.response.response.message), ['first'])
+    assert.equal(holder.frames.filter(resolved(prompt.request_id)).length, 1)
+  })
+
+  it('two HTTP answers and a WebSocket answer racing: exactly one reaches the CLI, the others get already_resolved', async (t) => {
+    const { id, holder, holderId, observer, permissions } = await setup(gw, t)
+    for (let round = 0; round < 3; round++) {
+      const prompt = await ask(holder, round === 0 ? 'ask' : `ask Bash touch race-${round}.txt`)
+      const url = `${permissions}/${prompt.request_id}`
+      const posts = Promise.all([
+        gw.request('POST', url, { behavior: 'allow' }),
+        gw.request('POST', url, { behavior: 'deny', message: 'from http' })
+      ])
+      holder.send({ type: 'control_response', response: { subtype: 'success', request_id: prompt.request_id, response: { behavior: 'deny', message: 'from ws' } } })
+      const [p1, p2] = await posts
+      const winner = await holder.waitFor(resolved(prompt.request_id))
+      const wsWon = winner.by === holderId
+      const statuses = [p1.status, p2.status].sort()
+      if (wsWon) {
+        assert.deepEqual(statuses, [409, 409])
+      } else {
+        assert.equal(winner.by, 'http:tenant-a')
+        assert.deepEqual(statuses, [200, 409])
+        assert.equal((await holder.waitFor(isError('already_resolved'))).request_id, prompt.request_id)
+      }
+      for (const p of [p1, p2]) if (p.status === 409) assert.equal(p.body.code, 'already_resolved')
+      await holder.waitFor((f) => isResult(f) && f.seq > prompt.seq)
+      await fence(holder)
+
+      const written = answersTo(gw, id, prompt.request_id)
+      assert.equal(written.length, 1, 'exactly one answer reached the CLI')
+      const expectedDecision = wsWon ? 'denied' : (p1.status === 200 ? p1 : p2).body.decision
+      assert.equal(winner.decision, expectedDecision)
+      assert.equal(written[0]?.response.response.behavior, expectedDecision === 'allowed' ? 'allow' : 'deny')
+      assert.equal(holder.frames.filter(resolved(prompt.request_id)).length, 1)
+      assert.equal(observer.frames.filter(resolved(prompt.request_id)).length, 1)
+    }
+  })
+})
