@@ -111,7 +111,12 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   })
   const heartbeat = new Heartbeat(config.keepaliveIntervalMs)
 
-  const app = Fastify({ loggerInstance: logger as FastifyBaseLogger, bodyLimit: config.bodyLimitBytes })
+  const app = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    bodyLimit: config.bodyLimitBytes,
+    // The router's own errors (a malformed %-escape in the URL) get the same body as every other error.
+    frameworkErrors: (_err, _request, reply) => { void reply.code(400).send(new GatewayError('bad_request', 'The URL is not valid').toJSON()) }
+  })
   const state: GatewayState = { manager, store, heartbeat, generatedToken, shuttingDown: false }
   app.decorate('gateway', state)
   app.decorateRequest('tenant', '')
@@ -128,6 +133,25 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   })
   app.setNotFoundHandler((_request, reply) => reply.code(404).send(new GatewayError('not_found').toJSON()))
 
+  // Clients first (1012: come back later), then every CLI, then the store.
+  // Added before the websocket plugin, whose own preClose closes every socket without a code.
+  app.addHook('preClose', async () => {
+    state.shuttingDown = true
+    heartbeat.stop()
+    for (const client of heartbeat.clients()) client.close(closeCodes.serviceRestart, 'gateway shutting down')
+  })
+
+  // Before security: its onRequest hook marks upgrade requests, so an upgrade
+  // refused by a later hook (401, 403) has its socket closed after the answer
+  // instead of left open (which also stalled app.close()).
+  await app.register(websocket, {
+    options: {
+      maxPayload: config.wsMaxPayloadBytes,
+      // Select our protocol name, never echo the `bearer.<token>` entry back.
+      handleProtocols: (protocols) => protocols.has(GATEWAY_PROTOCOL) ? GATEWAY_PROTOCOL : false
+    }
+  })
+
   await app.register(security, {
     authenticator,
     tickets,
@@ -136,17 +160,9 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     loopbackOnly: LOOPBACK.has(config.host),
     rateLimitPerMinute: config.rateLimitPerMinute
   })
-
-  await app.register(websocket, {
-    options: {
-      maxPayload: config.wsMaxPayloadBytes,
-      // Select our protocol name, never echo the `bearer.<token>` entry back.
-      handleProtocols: (protocols) => protocols.has(GATEWAY_PROTOCOL) ? GATEWAY_PROTOCOL : false
-    }
-  })
   await app.register(sessionRoutes, { manager })
   await app.register(permissionRoutes, { manager })
-  await app.register(eventRoutes, { manager, keepaliveIntervalMs: config.keepaliveIntervalMs, maxBufferedBytes: config.wsMaxBufferedBytes })
+  await app.register(eventRoutes, { manager, keepaliveIntervalMs: config.keepaliveIntervalMs, maxBufferedBytes: config.wsMaxBufferedBytes, maxClientsPerSession: config.maxClientsPerSession })
   await app.register(wsRoutes, {
     manager,
     heartbeat,
@@ -168,12 +184,6 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     }
   })
 
-  // Clients first (1012: come back later), then every CLI, then the store.
-  app.addHook('preClose', async () => {
-    state.shuttingDown = true
-    heartbeat.stop()
-    for (const client of heartbeat.clients()) client.close(closeCodes.serviceRestart, 'gateway shutting down')
-  })
   app.addHook('onClose', async () => {
     await manager.shutdown(config.shutdownGraceMs)
     if (ownsStore) await store.close()

@@ -30,6 +30,8 @@ export interface EventRoutesOptions {
   keepaliveIntervalMs: number
   /** A stream whose unsent backlog passes this is ended; the client reconnects with Last-Event-ID. */
   maxBufferedBytes: number
+  /** Streams are clients of their session: past MAX_CLIENTS_PER_SESSION a new one is refused (429), like a WebSocket. */
+  maxClientsPerSession: number
 }
 
 const streamQuery = z.strictObject({
@@ -69,6 +71,7 @@ export async function eventRoutes (app: FastifyInstance, options: EventRoutesOpt
     const query = parseOr400(streamQuery, request.query)
     const after = resumePoint(request) ?? query.after ?? 0
     const session = await findSession(manager, request)
+    if (session.clientCount >= options.maxClientsPerSession) throw new GatewayError('too_many_clients')
 
     reply.hijack()
     const res = reply.raw
@@ -91,7 +94,7 @@ export async function eventRoutes (app: FastifyInstance, options: EventRoutesOpt
     // Ended by us (slow reader, shutdown) or closed by the peer: detach at once either way.
     const client = new SseClient(res, options.maxBufferedBytes, release)
     streams.add(client)
-    const heartbeat = setInterval(() => client.comment('keep-alive'), options.keepaliveIntervalMs)
+    const heartbeat = setInterval(() => client.tick(options.keepaliveIntervalMs), options.keepaliveIntervalMs)
     heartbeat.unref()
     res.once('close', () => client.end('closed'))
 
@@ -122,6 +125,10 @@ class SseClient implements ClientPort {
   readonly #res: ServerResponse
   readonly #maxBuffered: number
   readonly #onEnd: () => void
+  /** Replays waiting for the response to drain; settled on drain, close or end. */
+  readonly #waiters = new Set<() => void>()
+  /** When the oldest still-waiting replay began to wait. */
+  #waitingSince: number | null = null
   #ended = false
 
   constructor (res: ServerResponse, maxBufferedBytes: number, onEnd: () => void) {
@@ -137,8 +144,41 @@ class SseClient implements ClientPort {
     this.#write(seq === null ? `event: gateway\n${dataLines(frame)}\n` : `id: ${seq}\n${dataLines(frame)}\n`)
   }
 
-  comment (text: string): void {
-    this.#write(`: ${text}\n\n`)
+  /**
+   * Null unless the response's buffer is past its high-water mark; then a
+   * promise settled once it drains (or the stream ends). The session's replay
+   * waits on it, so a long history reaches a reading client without passing
+   * the backlog bound; live frames are not held back.
+   */
+  writable (): Promise<void> | null {
+    const res = this.#res
+    if (this.#ended || res.destroyed || !res.writableNeedDrain) return null
+    this.#waitingSince ??= Date.now()
+    return new Promise((resolve) => {
+      const done = (): void => {
+        res.off('drain', done)
+        res.off('close', done)
+        this.#waiters.delete(done)
+        if (this.#waiters.size === 0) this.#waitingSince = null
+        resolve()
+      }
+      this.#waiters.add(done)
+      res.on('drain', done)
+      res.on('close', done)
+    })
+  }
+
+  /**
+   * Heartbeat: a `: keep-alive` comment. A replay that has waited a whole
+   * interval for the client to read ends the stream instead: meanwhile the
+   * session holds its live frames, so a stalled reader must not keep it.
+   */
+  tick (intervalMs: number): void {
+    if (this.#waitingSince !== null && Date.now() - this.#waitingSince >= intervalMs) {
+      this.end('slow consumer: reconnect with Last-Event-ID')
+      return
+    }
+    this.#write(': keep-alive\n\n')
   }
 
   /** Ends the stream (no-op once ended); a peer that does not read is cut off after a grace period. */
@@ -152,6 +192,7 @@ class SseClient implements ClientPort {
       timer.unref()
       res.once('close', () => clearTimeout(timer))
     }
+    for (const done of [...this.#waiters]) done()
     this.#onEnd()
   }
 
@@ -164,16 +205,18 @@ class SseClient implements ClientPort {
 }
 
 const CLI_SEQ = /^\{"seq":(\d+)[,}]/
-const GATEWAY_SEQ = /^\{"type":"gateway","subtype":"[^"\\]*",(?:"seq":(\d+)[,}])?/
+const GATEWAY_SEQ = /^\{"type":"gateway","subtype":"[^"\\]*","seq":(\d+)[,}]/
 
 /**
  * The seq of a frame, or null for unrecorded ones (hello, holder, store,
  * error). session/frames.ts puts `seq` first in relayed CLI lines and third
- * in gateway frames, so those are read without parsing; anything else is parsed.
+ * in recorded gateway frames, so those are read without parsing; anything
+ * else (the few unrecorded frames, CLI lines that had a `seq` of their own)
+ * is parsed.
  */
 function seqOf (frame: string): number | null {
   const match = CLI_SEQ.exec(frame) ?? GATEWAY_SEQ.exec(frame)
-  if (match !== null) return match[1] === undefined ? null : Number(match[1])
+  if (match !== null) return Number(match[1])
   try {
     const parsed = JSON.parse(frame) as { seq?: unknown }
     return typeof parsed.seq === 'number' ? parsed.seq : null

@@ -85,9 +85,17 @@ export class EventLog {
     return this.#unsaved.filter((e) => e.seq > after && e.seq <= upTo).slice(0, limit)
   }
 
-  /** Oldest seq still readable (store or held frames), or null when there is none. */
-  async firstSeq (): Promise<number | null> {
-    const stored = await this.#o.store.firstSeq(this.#o.sessionId).catch(() => null)
+  /**
+   * Oldest seq still readable (store or held frames); null when there is
+   * none; undefined when the store did not answer and no frames are held.
+   */
+  async firstSeq (): Promise<number | null | undefined> {
+    let stored: number | null
+    try {
+      stored = await this.#o.store.firstSeq(this.#o.sessionId)
+    } catch {
+      return this.#unsaved[0]?.seq
+    }
     return stored ?? this.#unsaved[0]?.seq ?? null
   }
 

@@ -23,6 +23,12 @@ import { errorFrame, gatewayFrame, isRecord, pendingNotice, withSeq } from './fr
 export interface ClientPort {
   readonly id: string
   send: (data: string | Buffer) => void
+  /**
+   * Null when more may be sent now, else a promise that settles once the client
+   * has read its backlog (or is gone). Replays wait on it, so a client catching
+   * up on a long history is not cut off as a slow consumer.
+   */
+  writable?: () => Promise<void> | null
 }
 
 export type Role = 'controller' | 'observer'
@@ -55,6 +61,8 @@ interface Attachment {
   order: number
   /** Live frames that arrived while this client was being replayed to; null once live. */
   backlog: LogEvent[] | null
+  /** Set once its hello is sent: notices for every client skip it before (hello states the same). */
+  greeted: boolean
 }
 
 export interface AnswerInput {
@@ -98,7 +106,11 @@ export class Session {
       maxUnsaved: deps.limits.storeQueueMax,
       logger: deps.logger,
       onCommit: (events) => this.#broadcast(events),
-      onDegraded: (degraded) => this.#sendAll(gatewayFrame('store', { state: degraded ? 'degraded' : 'ok' })),
+      onDegraded: (degraded) => {
+        this.#sendAll(gatewayFrame('store', { state: degraded ? 'degraded' : 'ok' }))
+        // The store may have lost the record meanwhile (e.g. Redis restarted without persistence): save it again.
+        if (!degraded) this.#persist()
+      },
       onOverflow: (dropped) => this.#sendAll(errorFrame('store_overflow', errorTable.store_overflow.message, { dropped }))
     })
     this.#broker = new PermissionBroker({
@@ -188,7 +200,7 @@ export class Session {
    * (from the store), then live ones: no gap, no duplicate. `hello` comes first.
    */
   async attach (port: ClientPort, options: { role: Role, after?: number | undefined }): Promise<void> {
-    const att: Attachment = { port, requested: options.role, order: ++this.#attachCount, backlog: [] }
+    const att: Attachment = { port, requested: options.role, order: ++this.#attachCount, backlog: [], greeted: false }
     this.#clients.set(port, att)
     this.#disarmIdle()
     const upTo = this.#events.committedSeq
@@ -197,9 +209,13 @@ export class Session {
     let oldest: number | null = null
     if (options.after !== undefined) {
       from = Math.min(options.after, upTo)
-      oldest = await this.#events.firstSeq()
-      resume = oldest !== null && oldest > from + 1 ? 'gap' : 'ok'
-      if (resume === 'gap') from = (oldest as number) - 1
+      const first = await this.#events.firstSeq()
+      oldest = first ?? null
+      // Nothing readable although seqs after `from` were committed (e.g. Redis restarted empty): a gap too.
+      // Unknown (store down, nothing held): try the replay, which reports where it stopped.
+      const missing = first === null ? from < upTo : first !== undefined && first > from + 1
+      resume = missing ? 'gap' : 'ok'
+      if (missing) from = first === null ? upTo : (first as number) - 1
     }
     if (!this.#clients.has(port)) return
     if (options.role === 'controller') this.#holder = att
@@ -215,6 +231,7 @@ export class Session {
       store: this.#events.degraded ? 'degraded' : 'ok',
       pending_requests: this.#broker.list().map((p) => p.requestId)
     }))
+    att.greeted = true
     if (options.role === 'controller') this.#announceHolder(att, att)
 
     let cursor = from
@@ -230,13 +247,24 @@ export class Session {
         break
       }
       if (page.length === 0 || !this.#clients.has(port)) break
-      for (const event of page) port.send(this.#render(event, att))
+      for (const event of page) {
+        port.send(this.#render(event, att))
+        const wait = port.writable?.() ?? null
+        if (wait !== null) await wait
+      }
       cursor = (page[page.length - 1] as LogEvent).seq
       if (this.#holder !== att) noticedUpTo = cursor
     }
+    // Live frames held during the replay go out the same way; more may be held while it waits.
     const backlog = att.backlog ?? []
+    for (let i = 0; i < backlog.length && this.#clients.has(port); i++) {
+      const event = backlog[i] as LogEvent
+      if (event.seq <= cursor) continue
+      port.send(this.#render(event, att))
+      const wait = port.writable?.() ?? null
+      if (wait !== null) await wait
+    }
     att.backlog = null
-    for (const event of backlog) if (event.seq > cursor) port.send(this.#render(event, att))
     if (this.#holder === att) this.#redeliver(att, noticedUpTo)
   }
 
@@ -470,13 +498,13 @@ export class Session {
   }
 
   #sendAll (frame: string): void {
-    for (const att of this.#clients.values()) att.port.send(frame)
+    for (const att of this.#clients.values()) if (att.greeted) att.port.send(frame)
   }
 
   /** Tells every client (but `except`, whose hello said it) who holds the session now. */
   #announceHolder (holder: Attachment | null, except: Attachment | null = null): void {
     for (const att of this.#clients.values()) {
-      if (att === except) continue
+      if (att === except || !att.greeted) continue
       att.port.send(gatewayFrame('holder', { holder: holder?.port.id ?? null, role: att === holder ? 'controller' : 'observer' }))
     }
   }

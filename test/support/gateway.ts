@@ -3,7 +3,7 @@
  * processes) on a free loopback port, with the fake CLI as CLAUDE_BIN by
  * default, and WebSocket clients that collect frames and wait for them.
  */
-import { mkdtempSync, readFileSync, existsSync } from 'node:fs'
+import { mkdtempSync, readFileSync, existsSync, readdirSync, statSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -30,10 +30,24 @@ export interface TestGateway {
   connect: (sessionId: string, query?: string, token?: string) => Promise<TestClient>
   /** Bytes the fake CLI of a session received on stdin, parsed per line. */
   stdinLines: (sessionId: string) => any[]
+  /** Raw bytes the fake CLI of a session received on stdin ('' when none yet). */
+  stdinText: (sessionId: string) => string
+  /** The fake CLI's argv dumps for a session (one per spawn), oldest first. */
+  argvDumps: (sessionId: string) => ArgvDump[]
   close: () => Promise<void>
 }
 
+/** What the fake CLI writes to `<session>.<pid>.argv.json` at start. */
+export interface ArgvDump {
+  argv: string[]
+  cwd: string
+  pid: number
+  env: Record<string, string>
+}
+
 export interface GatewayOptions {
+  /** Extra fake-CLI arguments appended after `--fake-log-dir <dir>`, e.g. `['--fake-mode', 'hang']`. */
+  cliArgs?: string[]
   /** Environment-style overrides, e.g. `{ PERMISSION_TIMEOUT_MS: '200' }`. */
   env?: Record<string, string>
   parts?: AppParts
@@ -50,7 +64,7 @@ export async function startGateway (options: GatewayOptions = {}): Promise<TestG
     LOG_LEVEL: 'silent',
     DATA_DIR: dataDir,
     CLAUDE_BIN: FAKE_CLI,
-    CLAUDE_ARGS_EXTRA: `--fake-log-dir ${fakeLogDir}`,
+    CLAUDE_ARGS_EXTRA: ['--fake-log-dir', fakeLogDir, ...(options.cliArgs ?? [])].join(' '),
     GATEWAY_TOKENS: `${TOKEN_A}=tenant-a,${TOKEN_B}=tenant-b`,
     CLI_STOP_TIMEOUT_MS: '1000',
     SHUTDOWN_GRACE_MS: '2000',
@@ -93,6 +107,19 @@ export async function startGateway (options: GatewayOptions = {}): Promise<TestG
       clients.push(client)
       return client
     },
+    stdinText (sessionId) {
+      const file = join(fakeLogDir, `${sessionId}.stdin.ndjson`)
+      return existsSync(file) ? readFileSync(file, 'utf8') : ''
+    },
+    argvDumps (sessionId) {
+      if (!existsSync(fakeLogDir)) return []
+      const prefix = `${sessionId}.`
+      return readdirSync(fakeLogDir)
+        .filter((f) => f.startsWith(prefix) && f.endsWith('.argv.json'))
+        .map((f) => ({ file: join(fakeLogDir, f), mtime: statSync(join(fakeLogDir, f)).mtimeMs }))
+        .sort((a, b) => a.mtime - b.mtime)
+        .map(({ file }) => JSON.parse(readFileSync(file, 'utf8')) as ArgvDump)
+    },
     stdinLines (sessionId) {
       const file = join(fakeLogDir, `${sessionId}.stdin.ndjson`)
       if (!existsSync(file)) return []
@@ -110,13 +137,17 @@ export async function startGateway (options: GatewayOptions = {}): Promise<TestG
 export class TestClient {
   readonly ws: WebSocket
   readonly frames: any[] = []
+  /** Every frame's text exactly as received, parallel to `frames`. */
+  readonly raw: string[] = []
   closeCode: number | null = null
   readonly #waiters = new Set<() => void>()
 
   private constructor (ws: WebSocket) {
     this.ws = ws
     ws.on('message', (data) => {
-      this.frames.push(JSON.parse(data.toString()))
+      const text = data.toString()
+      this.raw.push(text)
+      this.frames.push(JSON.parse(text))
       for (const w of this.#waiters) w()
     })
     ws.on('close', (code) => {
@@ -198,6 +229,23 @@ export async function eventually<T> (check: () => T | undefined | false | Promis
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
     await new Promise((resolve) => setTimeout(resolve, 25))
   }
+}
+
+/** Pids of live (non-zombie) fake CLI processes that are children of this test process, from /proc. */
+export function fakeCliPids (): number[] {
+  const pids: number[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      if (fields[0] === 'Z' || Number(fields[1]) !== process.pid) continue
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(FAKE_CLI)) pids.push(Number(entry))
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return pids.sort((a, b) => a - b)
 }
 
 /** True when a process with that pid exists (and is not a zombie). */

@@ -1,0 +1,323 @@
+/**
+ * `GET /v1/sessions/:id/events/stream` (Server-Sent Events): history, then
+ * live frames, each with `id: <seq>`; `Last-Event-ID` (or `?after=`) resumes
+ * without repeating anything; `: keep-alive` comments as heartbeats; the
+ * stream is detached when the client goes, and ended when it stops reading.
+ */
+import assert from 'node:assert/strict'
+import http, { type ClientRequest, type IncomingMessage } from 'node:http'
+import { after, afterEach, before, describe, it } from 'node:test'
+import { type TestGateway, TOKEN_A, eventually, startGateway } from '../support/gateway.js'
+import { hello, readHistory, settled, turn } from './resume-helpers.js'
+
+interface SseEvent {
+  event: string
+  id: string | null
+  data: string
+}
+
+/** A raw SSE reader over node:http: records events and comments, and lets tests wait for them. */
+class SseReader {
+  readonly events: SseEvent[] = []
+  /** Events with an id (recorded frames), parsed, in arrival order. */
+  readonly frames: any[] = []
+  /** `event: gateway` frames (no id), parsed. */
+  readonly gatewayFrames: any[] = []
+  readonly comments: string[] = []
+  status = 0
+  headers: http.IncomingHttpHeaders = {}
+  ended = false
+  readonly #req: ClientRequest
+  #res: IncomingMessage | null = null
+  #buffer = ''
+  readonly #waiters = new Set<() => void>()
+
+  private constructor (req: ClientRequest) {
+    this.#req = req
+  }
+
+  static open (url: string, headers: Record<string, string> = {}): Promise<SseReader> {
+    return new Promise((resolve, reject) => {
+      const req = http.get(url, { headers: { authorization: `Bearer ${TOKEN_A}`, accept: 'text/event-stream', ...headers } })
+      const reader = new SseReader(req)
+      req.once('error', reject)
+      req.once('response', (res) => {
+        reader.#res = res
+        reader.status = res.statusCode ?? 0
+        reader.headers = res.headers
+        res.setEncoding('utf8')
+        res.on('data', (chunk: string) => reader.#feed(chunk))
+        res.once('close', () => { reader.ended = true; reader.#wake() })
+        resolve(reader)
+      })
+    })
+  }
+
+  /** Stops reading (the socket stays open): the server's writes back up. */
+  pause (): void { this.#res?.pause() }
+
+  close (): void { this.#req.destroy() }
+
+  until<T> (check: () => T | undefined | false, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+    return new Promise((resolve, reject) => {
+      const attempt = (): boolean => {
+        const value = check()
+        if (value === undefined || value === false) return false
+        cleanup()
+        resolve(value)
+        return true
+      }
+      const timer = setTimeout(() => {
+        cleanup()
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last events: ${JSON.stringify(this.events.slice(-3)).slice(0, 1500)}`))
+      }, timeoutMs)
+      const cleanup = (): void => { clearTimeout(timer); this.#waiters.delete(waiter) }
+      const waiter = (): void => { attempt() }
+      if (!attempt()) this.#waiters.add(waiter)
+    })
+  }
+
+  #feed (chunk: string): void {
+    this.#buffer += chunk
+    const blocks = this.#buffer.split('\n\n')
+    this.#buffer = blocks.pop() as string
+    // Events are separated by a blank line; the server only writes \n line ends.
+    for (const block of blocks) {
+      let event = 'message'
+      let id: string | null = null
+      const data: string[] = []
+      for (const line of block.split('\n')) {
+        if (line.startsWith(':')) { this.comments.push(line.slice(1).trim()); continue }
+        const colon = line.indexOf(':')
+        const field = colon === -1 ? line : line.slice(0, colon)
+        const value = colon === -1 ? '' : line.slice(colon + 1).replace(/^ /, '')
+        if (field === 'event') event = value
+        else if (field === 'id') id = value
+        else if (field === 'data') data.push(value)
+      }
+      if (data.length === 0) continue
+      const e = { event, id, data: data.join('\n') }
+      this.events.push(e)
+      if (id !== null) this.frames.push(JSON.parse(e.data))
+      if (event === 'gateway') this.gatewayFrames.push(JSON.parse(e.data))
+    }
+    this.#wake()
+  }
+
+  #wake (): void {
+    for (const w of this.#waiters) w()
+  }
+}
+
+describe('GET /v1/sessions/:id/events/stream', () => {
+  let gw: TestGateway
+  const readers: SseReader[] = []
+  const open = async (sessionId: string, query = '', headers: Record<string, string> = {}): Promise<SseReader> => {
+    const reader = await SseReader.open(`${gw.url}/v1/sessions/${sessionId}/events/stream${query === '' ? '' : `?${query}`}`, headers)
+    readers.push(reader)
+    return reader
+  }
+
+  before(async () => {
+    gw = await startGateway()
+  })
+  afterEach(() => {
+    for (const r of readers.splice(0)) r.close()
+  })
+  after(async () => {
+    await gw?.close()
+  })
+
+  it('sends history, then live frames, in order, with id = seq', async () => {
+    const { id } = await gw.createSession()
+    const controller = await gw.connect(id)
+    const historyEnd = await turn(gw, id, controller, 'burst 30')
+
+    const sse = await open(id)
+    assert.equal(sse.status, 200)
+    assert.match(String(sse.headers['content-type']), /^text\/event-stream/)
+    assert.equal(sse.headers['cache-control']?.includes('no-cache'), true)
+
+    const helloFrame = await sse.until(() => sse.gatewayFrames.find((f) => f.subtype === 'hello'))
+    assert.equal(helloFrame.role, 'observer')
+    assert.equal(helloFrame.resume, 'ok')
+    assert.equal(sse.events[0]?.event, 'gateway', 'hello comes first')
+    assert.equal(sse.events[0]?.id, null, 'unrecorded frames carry no id')
+    await sse.until(() => sse.frames.some((f) => f.seq === historyEnd), 10_000, 'history')
+
+    // Now live: frames produced after the stream was opened.
+    const end = await turn(gw, id, controller, 'slow 3 30')
+    await sse.until(() => sse.frames.some((f) => f.seq === end), 10_000, `seq ${end}`)
+
+    for (const e of sse.events.filter((x) => x.id !== null)) assert.equal(Number(e.id), JSON.parse(e.data).seq)
+    const history = await readHistory(gw, id)
+    assert.deepEqual(sse.frames, history, 'every recorded frame once, in order, as stored')
+    assert.ok(sse.frames.filter((f) => f.seq > historyEnd).some((f) => f.type === 'assistant' && JSON.stringify(f).includes('slow #2')))
+  })
+
+  it('resumes after Last-Event-ID mid-burst: the two streams together are the history, each frame once', async () => {
+    const { id } = await gw.createSession()
+    const controller = await gw.connect(id)
+    await hello(controller)
+    const first = await open(id)
+    await first.until(() => first.gatewayFrames.find((f) => f.subtype === 'hello'))
+    controller.sendUser('burst 3000')
+    await first.until(() => first.frames.some((f) => f.seq >= 300), 20_000)
+    first.close()
+    const before = [...first.frames] // nothing more is read once closed
+    const lastId = String(before[before.length - 1].seq)
+
+    const second = await open(id, '', { 'last-event-id': lastId })
+    const helloFrame = await second.until(() => second.gatewayFrames.find((f) => f.subtype === 'hello'))
+    assert.equal(helloFrame.resume, 'ok')
+    const end = await settled(gw, id, controller, 30_000)
+    await second.until(() => second.frames.some((f) => f.seq === end), 20_000)
+    assert.ok(helloFrame.last_seq < end, 'resumed while the CLI was still producing')
+    assert.equal(second.frames[0].seq, Number(lastId) + 1, 'starts right after Last-Event-ID')
+    const history = await readHistory(gw, id)
+    assert.deepEqual([...before, ...second.frames].map((f) => f.seq), history.map((f) => f.seq))
+    assert.deepEqual([...before, ...second.frames], history, 'the two halves are the history, each frame once')
+
+    // Live frames keep coming on the resumed stream.
+    const next = await turn(gw, id, controller, 'echo after resume')
+    await second.until(() => second.frames.some((f) => f.seq === next))
+    assert.deepEqual([...before, ...second.frames], await readHistory(gw, id))
+  })
+
+  it('starts after ?after= or Last-Event-ID; the header wins over the query', async () => {
+    const { id } = await gw.createSession()
+    const controller = await gw.connect(id)
+    const end = await turn(gw, id, controller, 'burst 40')
+    const history = await readHistory(gw, id)
+
+    const byQuery = await open(id, 'after=35')
+    await byQuery.until(() => byQuery.frames.some((f) => f.seq === end))
+    assert.deepEqual(byQuery.frames, history.filter((f) => f.seq > 35))
+
+    // A reconnecting EventSource repeats its URL and adds Last-Event-ID.
+    const both = await open(id, 'after=5', { 'last-event-id': String(end - 2) })
+    await both.until(() => both.frames.some((f) => f.seq === end))
+    assert.deepEqual(both.frames.map((f) => f.seq), [end - 1, end])
+
+    // Up to date already: only hello, then live frames.
+    const current = await open(id, '', { 'last-event-id': String(end) })
+    await current.until(() => current.gatewayFrames.find((f) => f.subtype === 'hello'))
+    const next = await turn(gw, id, controller, 'echo live only')
+    await current.until(() => current.frames.some((f) => f.seq === next))
+    assert.deepEqual(current.frames, (await readHistory(gw, id)).filter((f) => f.seq > end))
+  })
+
+  it('is an observer: a CLI control request comes as request_pending with its seq, live and in replay', async () => {
+    const { id } = await gw.createSession()
+    const controller = await gw.connect(id)
+    await hello(controller)
+    const live = await open(id)
+    await live.until(() => live.gatewayFrames.find((f) => f.subtype === 'hello'))
+    controller.sendUser('ask')
+    const prompt = await controller.waitFor((f) => f.type === 'control_request' && f.request?.subtype === 'can_use_tool')
+    const notice = await live.until(() => live.frames.find((f) => f.seq === prompt.seq))
+    assert.equal(notice.subtype, 'request_pending')
+    assert.equal(notice.request_id, prompt.request_id)
+    assert.equal(live.frames.filter((f) => f.type === 'control_request').length, 0)
+
+    const replayed = await open(id, `after=${prompt.seq - 1}`)
+    assert.deepEqual(await replayed.until(() => replayed.frames.find((f) => f.seq === prompt.seq)), notice)
+    // History keeps the request itself.
+    const page = await gw.request('GET', `/v1/sessions/${id}/events?after=${prompt.seq - 1}&limit=1`)
+    assert.deepEqual(page.body.events, [prompt])
+
+    controller.send({ type: 'control_response', response: { subtype: 'success', request_id: prompt.request_id, response: { behavior: 'deny', message: 'not now' } } })
+    await live.until(() => live.frames.find((f) => f.type === 'result'))
+  })
+
+  it('rejects a Last-Event-ID or query that is not a seq with 400', async () => {
+    const { id } = await gw.createSession()
+    for (const [query, headers] of [['', { 'last-event-id': 'abc' }], ['', { 'last-event-id': '-3' }], ['after=x', {}], ['limit=10', {}]] as const) {
+      const res = await fetch(`${gw.url}/v1/sessions/${id}/events/stream${query === '' ? '' : `?${query}`}`, { headers: { authorization: `Bearer ${TOKEN_A}`, ...headers } })
+      assert.equal(res.status, 400, `${query} ${JSON.stringify(headers)}`)
+      assert.equal((await res.json() as any).code, 'bad_request')
+    }
+  })
+
+  it('sends keep-alive comments every KEEPALIVE_INTERVAL_MS', async () => {
+    // Its own gateway: a 100 ms WebSocket heartbeat would also drop busy WebSocket clients in the other tests.
+    const quick = await startGateway({ env: { KEEPALIVE_INTERVAL_MS: '100' } })
+    try {
+      const { id } = await quick.createSession()
+      const sse = await SseReader.open(`${quick.url}/v1/sessions/${id}/events/stream`)
+      readers.push(sse)
+      await sse.until(() => sse.comments.filter((c) => c === 'keep-alive').length >= 3, 5000, 'three keep-alive comments')
+      // Heartbeats are comments only: no event was made of them.
+      assert.deepEqual(sse.events.map((e) => e.event === 'gateway' ? JSON.parse(e.data).subtype : e.id), ['hello', ...sse.frames.map((f) => String(f.seq))])
+
+      // Shutdown ends open streams (a hijacked response would otherwise hold the server open).
+      await quick.close()
+      await sse.until(() => sse.ended, 5000, 'stream ended')
+      assert.equal(sse.comments.at(-1), 'gateway shutting down')
+    } finally {
+      await quick.close()
+    }
+  })
+
+  it('detaches from the session when the client goes away', async () => {
+    const { id } = await gw.createSession()
+    const sse = await open(id)
+    await sse.until(() => sse.gatewayFrames.find((f) => f.subtype === 'hello'))
+    assert.equal((await gw.request('GET', `/v1/sessions/${id}`)).body.clients, 1)
+    sse.close()
+    await eventually(async () => (await gw.request('GET', `/v1/sessions/${id}`)).body.clients === 0, 5000, 'stream detached')
+  })
+
+  it('replays a history much larger than the backlog bound to a client that reads', async () => {
+    const small = await startGateway({ env: { WS_MAX_BUFFERED_BYTES: '65536' } })
+    try {
+      const { id } = await small.createSession()
+      const controller = await small.connect(id)
+      const end = await turn(small, id, controller, 'burst 2000 2000', 30_000) // ~4 MB of history
+      const sse = await SseReader.open(`${small.url}/v1/sessions/${id}/events/stream`)
+      readers.push(sse)
+      await sse.until(() => sse.ended || sse.frames.at(-1)?.seq === end, 30_000, `seq ${end}`)
+      assert.equal(sse.ended, false, 'not cut off as a slow consumer')
+      assert.deepEqual(sse.frames.map((f) => f.seq), Array.from({ length: end }, (_, i) => i + 1))
+    } finally {
+      await small.close()
+    }
+  })
+
+  it('ends a stream whose client stops reading during the replay (within two keep-alive intervals)', async () => {
+    const quick = await startGateway({ env: { KEEPALIVE_INTERVAL_MS: '200' } })
+    try {
+      const { id } = await quick.createSession()
+      const controller = await quick.connect(id)
+      await turn(quick, id, controller, 'burst 3000 4000', 30_000) // ~12 MB: more than the socket buffers hold
+      controller.terminate()
+      await eventually(async () => (await quick.request('GET', `/v1/sessions/${id}`)).body.clients === 0, 5000, 'controller gone')
+      const sse = await SseReader.open(`${quick.url}/v1/sessions/${id}/events/stream`)
+      readers.push(sse)
+      sse.pause()
+      await eventually(async () => (await quick.request('GET', `/v1/sessions/${id}`)).body.clients === 0, 10_000, 'stalled stream dropped')
+    } finally {
+      await quick.close()
+    }
+  })
+
+  it('ends a stream whose client stops reading once its backlog passes the bound', async () => {
+    const small = await startGateway({ env: { WS_MAX_BUFFERED_BYTES: '65536' } })
+    try {
+      const { id } = await small.createSession()
+      const controller = await small.connect(id)
+      await hello(controller)
+      const sse = await SseReader.open(`${small.url}/v1/sessions/${id}/events/stream`)
+      readers.push(sse)
+      await sse.until(() => sse.gatewayFrames.find((f) => f.subtype === 'hello'))
+      sse.pause()
+      // Far more than the socket buffers hold: the gateway's own backlog must grow past 64 KiB.
+      controller.sendUser('burst 3000 4000')
+      await eventually(async () => (await small.request('GET', `/v1/sessions/${id}`)).body.clients === 1, 20_000, 'slow stream dropped')
+      // The session and its other client carried on.
+      await settled(small, id, controller, 30_000)
+    } finally {
+      await small.close()
+    }
+  })
+})

@@ -1,0 +1,120 @@
+// loadConfig (src/config.ts): defaults, overrides, and a refused start naming the bad variable.
+import assert from 'node:assert/strict'
+import { join, resolve } from 'node:path'
+import { describe, it } from 'node:test'
+import { defaults } from '../../config/defaults.js'
+import { ConfigError, loadConfig } from '../../src/config.js'
+
+const GOOD_TOKEN = 'a-long-enough-token-0001'
+
+/** Runs `fn`, expects a ConfigError, returns its message. */
+function configError (fn: () => unknown): string {
+  try {
+    fn()
+  } catch (err) {
+    assert.ok(err instanceof ConfigError, `expected ConfigError, got ${String(err)}`)
+    return err.message
+  }
+  assert.fail('expected loadConfig to throw')
+}
+
+describe('loadConfig', () => {
+  it('uses the documented defaults when nothing is set', () => {
+    const c = loadConfig({})
+    assert.equal(c.port, defaults.PORT)
+    assert.equal(c.host, defaults.HOST)
+    assert.equal(c.logLevel, defaults.LOG_LEVEL)
+    assert.equal(c.dataDir, resolve(defaults.DATA_DIR))
+    assert.equal(c.workspaceRoot, join(resolve(defaults.DATA_DIR), 'workspaces'))
+    assert.deepEqual(c.claudeArgsExtra, [])
+    assert.equal(c.redisUrl, undefined)
+    assert.equal(c.redisPrefix, defaults.REDIS_PREFIX)
+    assert.equal(c.tokens, null, 'no GATEWAY_TOKENS: a token is generated at start')
+    assert.equal(c.keepaliveIntervalMs, defaults.KEEPALIVE_INTERVAL_MS)
+    assert.equal(c.idleTimeoutMs, defaults.IDLE_TIMEOUT_MS)
+    assert.equal(c.maxSessions, defaults.MAX_SESSIONS)
+    assert.equal(c.shutdownGraceMs, defaults.SHUTDOWN_GRACE_MS)
+    assert.equal(c.cliStopTimeoutMs, defaults.CLI_STOP_TIMEOUT_MS)
+    assert.equal(c.maxLineBytes, defaults.MAX_LINE_BYTES)
+    assert.equal(c.wsMaxPayloadBytes, defaults.WS_MAX_PAYLOAD_BYTES)
+    assert.equal(c.wsMaxBufferedBytes, defaults.WS_MAX_BUFFERED_BYTES)
+    assert.equal(c.permissionTimeoutMs, defaults.PERMISSION_TIMEOUT_MS)
+    assert.equal(c.controlRequestTimeoutMs, defaults.CONTROL_REQUEST_TIMEOUT_MS)
+    assert.equal(c.clientRequestTimeoutMs, defaults.CLIENT_REQUEST_TIMEOUT_MS)
+    assert.equal(c.eventsMaxPerSession, defaults.EVENTS_MAX_PER_SESSION)
+    assert.equal(c.eventsTtlSeconds, defaults.EVENTS_TTL_SECONDS)
+    assert.equal(c.storeQueueMax, defaults.STORE_QUEUE_MAX)
+    assert.ok(c.claudeBin.length > 0)
+  })
+
+  it('treats empty values as unset', () => {
+    const c = loadConfig({ PORT: '', GATEWAY_TOKENS: '', IDLE_TIMEOUT_MS: '' })
+    assert.equal(c.port, defaults.PORT)
+    assert.equal(c.tokens, null)
+    assert.equal(c.idleTimeoutMs, defaults.IDLE_TIMEOUT_MS)
+  })
+
+  it('reads overrides', () => {
+    const c = loadConfig({
+      PORT: '9090',
+      DATA_DIR: '/tmp/cgw-data',
+      WORKSPACE_ROOT: '/tmp/cgw-ws',
+      KEEPALIVE_INTERVAL_MS: '250',
+      IDLE_TIMEOUT_MS: '0',
+      CLAUDE_ARGS_EXTRA: '  --mcp-config   /etc/mcp.json ',
+      REDIS_URL: 'redis://127.0.0.1:6379/0',
+      GATEWAY_TOKENS: ` ${GOOD_TOKEN}=tenant-a , another-long-token-0002=tenant.b `
+    })
+    assert.equal(c.port, 9090)
+    assert.equal(c.dataDir, '/tmp/cgw-data')
+    assert.equal(c.workspaceRoot, '/tmp/cgw-ws')
+    assert.equal(c.keepaliveIntervalMs, 250)
+    assert.equal(c.idleTimeoutMs, 0)
+    assert.deepEqual(c.claudeArgsExtra, ['--mcp-config', '/etc/mcp.json'])
+    assert.equal(c.redisUrl, 'redis://127.0.0.1:6379/0')
+    assert.deepEqual(c.tokens, new Map([[GOOD_TOKEN, 'tenant-a'], ['another-long-token-0002', 'tenant.b']]))
+  })
+
+  const bad: Array<[string, string]> = [
+    ['PORT', 'abc'],
+    ['PORT', '70000'],
+    ['PORT', '80.5'],
+    ['KEEPALIVE_INTERVAL_MS', '-1'],
+    ['IDLE_TIMEOUT_MS', '-5'],
+    ['MAX_SESSIONS', '0'],
+    ['LOG_LEVEL', 'loud'],
+    ['REDIS_URL', 'http://localhost:6379'],
+    ['MAX_LINE_BYTES', '10'],
+    ['WS_MAX_BUFFERED_BYTES', 'lots']
+  ]
+  for (const [name, value] of bad) {
+    it(`refuses ${name}=${value} with a ConfigError naming ${name}`, () => {
+      const message = configError(() => loadConfig({ [name]: value }))
+      assert.match(message, new RegExp(`\\b${name}\\b`))
+    })
+  }
+
+  it('names every bad variable at once', () => {
+    const message = configError(() => loadConfig({ PORT: 'abc', KEEPALIVE_INTERVAL_MS: '-1', HOST: 'localhost' }))
+    assert.match(message, /\bPORT\b/)
+    assert.match(message, /\bKEEPALIVE_INTERVAL_MS\b/)
+    assert.doesNotMatch(message, /\bHOST\b/)
+  })
+
+  const badTokens: Array<[string, string]> = [
+    ['no pair at all', 'justsomegarbagewithoutequals'],
+    ['no tenant', `${GOOD_TOKEN}=`],
+    ['no token', '=tenant-a'],
+    ['tenant with spaces', `${GOOD_TOKEN}=tenant a`],
+    ['token too short', 'Sh0rt-t0k3n=tenant-a'],
+    ['only separators', ' , , ']
+  ]
+  for (const [what, value] of badTokens) {
+    it(`refuses a malformed GATEWAY_TOKENS (${what}) naming the variable, not the secret`, () => {
+      const message = configError(() => loadConfig({ GATEWAY_TOKENS: value }))
+      assert.match(message, /\bGATEWAY_TOKENS\b/)
+      const secret = value.split('=')[0]?.trim() ?? ''
+      if (secret.length >= 4) assert.ok(!message.includes(secret), 'the token itself is not echoed')
+    })
+  }
+})
