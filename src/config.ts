@@ -161,7 +161,7 @@ export function parseTokens (text: string): Map<string, string> {
     const at = pair.lastIndexOf('=')
     const token = pair.slice(0, at)
     const tenant = pair.slice(at + 1)
-    if (at < 1 || !/^[A-Za-z0-9._-]{1,64}$/.test(tenant)) {
+    if (at < 1 || !/^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$/.test(tenant)) { // `.`/`..` would name a parent folder
       throw new ConfigError('invalid configuration:\n  GATEWAY_TOKENS: expected token=tenant[,token=tenant...] with tenant of [A-Za-z0-9._-]')
     }
     if (token.length < 16) throw new ConfigError(`invalid configuration:\n  GATEWAY_TOKENS: token for tenant ${tenant} is shorter than 16 characters`)

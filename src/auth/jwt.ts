@@ -16,7 +16,8 @@ export interface JwtOptions {
 }
 
 const ASYMMETRIC = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']
-const TENANT = /^[A-Za-z0-9._-]{1,64}$/
+/** A tenant names folders (workspace, CLI config): `.` and `..` would point at a parent, so they are refused. */
+const TENANT = /^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$/
 
 export class JwtAuthenticator implements Authenticator {
   readonly #o: JwtOptions

@@ -44,7 +44,11 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
     }
     const origin = request.headers.origin
     if (origin !== undefined && !origins.has(origin)) throw new GatewayError('forbidden_origin')
-    if (!request.url.startsWith('/v1/')) return
+    // Decided by the route Fastify matched, not the raw URL: `/%761/sessions` or an
+    // absolute-form target (`GET http://host/v1/sessions`) reach /v1 handlers too.
+    // Unmatched URLs (404) fall back to the raw path.
+    const route = request.routeOptions.url
+    if (!(route ?? request.url).startsWith('/v1/')) return
     const tenant = await authenticate(request)
     if (tenant === null) throw new GatewayError('unauthorized')
     request.tenant = tenant

@@ -76,6 +76,25 @@ export const permissionAnswer = z.discriminatedUnion('behavior', [
 
 export type PermissionAnswer = z.infer<typeof permissionAnswer>
 
+/**
+ * Deepest object/array nesting accepted from a client. Frames are re-serialised
+ * with JSON.stringify, which recurses: a few KB of `[[[[...` would overflow the
+ * stack on the way to the CLI (an uncaught RangeError ends the gateway).
+ */
+export const MAX_JSON_DEPTH = 64
+
+/** True when `value` nests objects/arrays more than `max` levels deep (checked without recursion). */
+export function tooDeep (value: unknown, max: number = MAX_JSON_DEPTH): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]]
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const [v, depth] = top
+    if (typeof v !== 'object' || v === null) continue
+    if (depth > max) return true
+    for (const child of Object.values(v)) stack.push([child, depth + 1])
+  }
+  return false
+}
+
 /** Parses a text frame; returns a typed error code instead of throwing. */
 export function parseClientFrame (text: string):
   { ok: true, frame: ClientFrame } | { ok: false, code: 'invalid_json' | 'invalid_frame', message: string } {
@@ -85,6 +104,7 @@ export function parseClientFrame (text: string):
   } catch {
     return { ok: false, code: 'invalid_json', message: 'The frame is not valid JSON' }
   }
+  if (tooDeep(value)) return { ok: false, code: 'invalid_frame', message: `The frame nests more than ${MAX_JSON_DEPTH} levels deep` }
   const parsed = clientFrame.safeParse(value)
   if (!parsed.success) {
     const first = parsed.error.issues[0]

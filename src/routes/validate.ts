@@ -4,8 +4,11 @@
  */
 import type { z } from 'zod'
 import { GatewayError } from '../errors.js'
+import { MAX_JSON_DEPTH, tooDeep } from '../protocol/client-frames.js'
 
 export function parseOr400<T extends z.ZodType> (schema: T, value: unknown): z.infer<T> {
+  // zod's z.json() and JSON.stringify recurse: refuse deep nesting before either runs.
+  if (tooDeep(value)) throw new GatewayError('bad_request', `nested more than ${MAX_JSON_DEPTH} levels deep`)
   const parsed = schema.safeParse(value)
   if (parsed.success) return parsed.data
   const issue = parsed.error.issues[0]

@@ -73,7 +73,13 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
         client.send(errorFrame(parsed.code, parsed.message))
         return
       }
-      session.handleFrame(client, parsed.frame)
+      try {
+        session.handleFrame(client, parsed.frame)
+      } catch (err) {
+        // Thrown inside a socket event, this would end the process and every other session with it.
+        request.log.error({ err }, 'frame handling failed')
+        client.send(errorFrame('internal', errorTable.internal.message))
+      }
     })
     socket.on('close', () => {
       heartbeat.delete(client)

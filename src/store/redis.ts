@@ -64,8 +64,23 @@ export interface RedisStoreConfig {
   onError?: ((error: Error) => void) | undefined
 }
 
-/** The error Redis gives for XADD with an id that is not above the stream's last id. */
-const ALREADY_HELD = /equal or smaller than the target stream top item/
+/**
+ * Appends `<id> <frame>` pairs (ARGV[2..]) to the stream KEYS[1] in order,
+ * `XADD key MAXLEN ~ ARGV[1] <id> f <frame>` each. An id that is not above
+ * the stream's last id (the error Redis gives for a seq already held) is
+ * skipped; any other error stops the script and is returned.
+ */
+const APPEND_SCRIPT = `local max = ARGV[1]
+for i = 2, #ARGV, 2 do
+  local r = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', max, ARGV[i], 'f', ARGV[i + 1])
+  if type(r) == 'table' and r.err ~= nil and not string.find(r.err, 'equal or smaller than the target stream top item', 1, true) then
+    return r
+  end
+end
+return 0`
+/** A script call carries at most this many events, and stops growing past this many frame characters. */
+const APPEND_CHUNK_EVENTS = 500
+const APPEND_CHUNK_CHARS = 1024 * 1024
 
 const DEFAULT_COMMAND_TIMEOUT_MS = 2000
 /** Members scanned per round trip when listing; more than a page so skipped members rarely need a second trip. */
@@ -127,18 +142,36 @@ export class RedisStore implements EventStore {
     const max = this.#retention.maxEventsPerSession
     const ttl = this.#retention.ttlSecondsAfterEnd
     const pipeline = this.#client.pipeline()
-    for (const e of fresh) pipeline.xadd(key, 'MAXLEN', '~', max, `${e.seq}-0`, 'f', e.frame)
+    // One script call per chunk instead of one XADD command per event: the
+    // same XADDs run inside Redis, without a command and a reply per event.
+    let chunks = 0
+    let args: Array<string | number> = [max]
+    let chunkChars = 0
+    for (const e of fresh) {
+      args.push(`${e.seq}-0`, e.frame)
+      chunkChars += e.frame.length
+      if (args.length > 2 * APPEND_CHUNK_EVENTS || chunkChars >= APPEND_CHUNK_CHARS) {
+        pipeline.eval(APPEND_SCRIPT, 1, key, ...args)
+        chunks++
+        args = [max]
+        chunkChars = 0
+      }
+    }
+    if (args.length > 1) {
+      pipeline.eval(APPEND_SCRIPT, 1, key, ...args)
+      chunks++
+    }
     // A stream created after the session ended (a late retried batch) must expire with its record.
     if (ttl > 0) pipeline.pttl(this.#meta(sessionId)).pttl(key)
     const results = await pipeline.exec()
     if (results === null) throw new Error('redis pipeline was aborted')
-    for (let i = 0; i < fresh.length; i++) {
+    for (let i = 0; i < chunks; i++) {
       const error = results[i]?.[0]
-      if (error != null && !ALREADY_HELD.test(error.message)) throw error
+      if (error != null) throw error
     }
     if (ttl > 0) {
-      const [metaErr, metaTtl] = results[fresh.length] ?? []
-      const [eventsErr, eventsTtl] = results[fresh.length + 1] ?? []
+      const [metaErr, metaTtl] = results[chunks] ?? []
+      const [eventsErr, eventsTtl] = results[chunks + 1] ?? []
       if (metaErr != null) throw metaErr
       if (eventsErr != null) throw eventsErr
       if (eventsTtl === -1 && typeof metaTtl === 'number' && metaTtl > 0) await this.#client.pexpire(key, metaTtl)
