@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import websocket from '@fastify/websocket'
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
 import pino, { type Logger } from 'pino'
 import { AnyOf, JwtAuthenticator } from './auth/jwt.js'
 import { type Authenticator, StaticTokens } from './auth/static-tokens.js'
@@ -115,7 +115,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit: config.bodyLimitBytes,
     // The router's own errors (a malformed %-escape in the URL) get the same body as every other error.
-    frameworkErrors: (_err, _request, reply) => { void reply.code(400).send(new GatewayError('bad_request', 'The URL is not valid').toJSON()) }
+    frameworkErrors: (_err, _request, reply) => { void (reply as FastifyReply).code(400).send(new GatewayError('bad_request', 'The URL is not valid').toJSON()) }
   })
   const state: GatewayState = { manager, store, heartbeat, generatedToken, shuttingDown: false }
   app.decorate('gateway', state)
