@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { CliExit, CliHandle, CliLauncher, CliSpawnSpec } from '../cli/cli-handle.js'
 import { type ErrorCode, GatewayError, errorTable } from '../errors.js'
-import { type PendingRequest, PermissionBroker, completePermissionAnswer, timeoutDenial } from '../permission/broker.js'
+import { type PendingRequest, PermissionBroker, completePermissionAnswer, mentionsBypass, timeoutDenial } from '../permission/broker.js'
 import { type ClientFrame, type ControlResponseFrame, permissionAnswer } from '../protocol/client-frames.js'
 import type { EventStore, ExitInfo, SessionRecord, SessionStatus } from '../store/store.js'
 import { EventLog, type LogEvent } from './event-log.js'
@@ -315,8 +315,8 @@ export class Session {
     }
     if (frame.type === 'control_request') {
       if (this.#cli === null || this.#stopping) { fail('session_not_running', undefined, { request_id: frame.request_id }); return }
-      const req = frame.request as Record<string, unknown>
-      if (req.subtype === 'set_permission_mode' && req.mode === 'bypassPermissions' && !this.#deps.limits.allowBypassPermissions) {
+      // Any control request (set_permission_mode, apply_flag_settings, ...) that would switch prompts off.
+      if (!this.#deps.limits.allowBypassPermissions && mentionsBypass(frame.request)) {
         fail('bypass_not_allowed', undefined, { request_id: frame.request_id })
         return
       }
@@ -341,6 +341,8 @@ export class Session {
   answer (requestId: string, input: AnswerInput, by: string): AnswerResult {
     const pending = this.#broker.get(requestId)
     if (pending === undefined) return { ok: false, code: this.#broker.wasResolved(requestId) ? 'already_resolved' : 'unknown_request' }
+    // e.g. an allow carrying updatedPermissions [{type: "setMode", mode: "bypassPermissions"}]
+    if (!this.#deps.limits.allowBypassPermissions && mentionsBypass(input.response)) return { ok: false, code: 'bypass_not_allowed' }
     let response: Record<string, unknown>
     let decision: string
     if (input.subtype === 'error') {

@@ -85,6 +85,43 @@ describe('bypassPermissions is off unless the operator allows it', () => {
   })
 })
 
+describe('bypassPermissions cannot come in through other control payloads', () => {
+  let gw: TestGateway
+  before(async () => { gw = await startGateway() })
+  after(() => gw.close())
+
+  it('refuses apply_flag_settings (or any pass-through request) naming bypassPermissions, writing nothing', async (t) => {
+    const { id, holder } = await holderOf(gw, t)
+    holder.send({
+      type: 'control_request',
+      request_id: 'flags',
+      request: { subtype: 'apply_flag_settings', settings: { permissions: { defaultMode: 'bypassPermissions' } } }
+    })
+    await holder.waitFor((f) => isError('bypass_not_allowed')(f) && f.request_id === 'flags')
+    await fence(holder)
+    assert.ok(!gw.stdinText(id).includes('bypassPermissions'), 'bypassPermissions never reached the CLI')
+  })
+
+  it('refuses a permission answer whose updatedPermissions switch to bypassPermissions, over WebSocket and HTTP; the prompt stays answerable', async (t) => {
+    const { id, holder } = await holderOf(gw, t)
+    holder.sendUser('ask')
+    const prompt = await holder.waitFor((f) => f.type === 'control_request' && f.request?.subtype === 'can_use_tool')
+    const sneaky = { behavior: 'allow', updatedPermissions: [{ type: 'setMode', mode: 'bypassPermissions', destination: 'session' }] }
+    holder.send({ type: 'control_response', response: { subtype: 'success', request_id: prompt.request_id, response: sneaky } })
+    await holder.waitFor((f) => isError('bypass_not_allowed')(f) && f.request_id === prompt.request_id)
+    const viaHttp = await gw.request('POST', `/v1/sessions/${id}/permissions/${prompt.request_id}`, sneaky)
+    assert.equal(viaHttp.status, 403)
+    assert.equal(viaHttp.body.code, 'bypass_not_allowed')
+    // Still pending: a plain allow goes through, once.
+    holder.send({ type: 'control_response', response: { subtype: 'success', request_id: prompt.request_id, response: { behavior: 'allow' } } })
+    const resolved = await holder.waitFor((f) => f.subtype === 'permission_resolved' && f.request_id === prompt.request_id)
+    assert.equal(resolved.decision, 'allowed')
+    await fence(holder)
+    assert.ok(!gw.stdinText(id).includes('bypassPermissions'), 'bypassPermissions never reached the CLI')
+    assert.equal(gw.stdinLines(id).filter((l) => l.type === 'control_response').length, 1)
+  })
+})
+
 describe('bypassPermissions with ALLOW_BYPASS_PERMISSIONS=true', () => {
   it('starts the CLI with --permission-mode=bypassPermissions and forwards set_permission_mode', async (t) => {
     const gw = await startGateway({ env: { ALLOW_BYPASS_PERMISSIONS: 'true' } })
