@@ -45,6 +45,8 @@ export const defaults = {
   WS_MAX_FRAMES_PER_SEC: 50,
   /** REST requests per minute per tenant (or per IP before authentication). */
   RATE_LIMIT_PER_MINUTE: 600,
+  /** Failed authentications per client IP per minute before it gets 429. */
+  AUTH_FAILURES_PER_MINUTE: 30,
   BODY_LIMIT_BYTES: 1024 * 1024,
   /** Lifetime of a single-use WebSocket ticket. */
   WS_TICKET_TTL_MS: 30_000,

@@ -158,7 +158,8 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     allowedOrigins: config.allowedOrigins,
     allowedHosts: config.allowedHosts,
     loopbackOnly: LOOPBACK.has(config.host),
-    rateLimitPerMinute: config.rateLimitPerMinute
+    rateLimitPerMinute: config.rateLimitPerMinute,
+    authFailuresPerMinute: config.authFailuresPerMinute
   })
   await app.register(sessionRoutes, { manager })
   await app.register(permissionRoutes, { manager })

@@ -44,6 +44,7 @@ const envSchema = z.object({
   MAX_CLIENTS_PER_SESSION: int(1).default(defaults.MAX_CLIENTS_PER_SESSION),
   WS_MAX_FRAMES_PER_SEC: int(1).default(defaults.WS_MAX_FRAMES_PER_SEC),
   RATE_LIMIT_PER_MINUTE: int(1).default(defaults.RATE_LIMIT_PER_MINUTE),
+  AUTH_FAILURES_PER_MINUTE: int(1).default(defaults.AUTH_FAILURES_PER_MINUTE),
   BODY_LIMIT_BYTES: int(1024).default(defaults.BODY_LIMIT_BYTES),
   WS_TICKET_TTL_MS: int(1000).default(defaults.WS_TICKET_TTL_MS),
   JWT_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
@@ -89,6 +90,7 @@ export interface Config {
   maxClientsPerSession: number
   wsMaxFramesPerSec: number
   rateLimitPerMinute: number
+  authFailuresPerMinute: number
   bodyLimitBytes: number
   wsTicketTtlMs: number
   jwt: { secret?: string | undefined, publicKey?: string | undefined, tenantClaim: string, issuer?: string | undefined, audience?: string | undefined } | null
@@ -142,6 +144,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): Config {
     maxClientsPerSession: e.MAX_CLIENTS_PER_SESSION,
     wsMaxFramesPerSec: e.WS_MAX_FRAMES_PER_SEC,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    authFailuresPerMinute: e.AUTH_FAILURES_PER_MINUTE,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     wsTicketTtlMs: e.WS_TICKET_TTL_MS,
     jwt: e.JWT_SECRET === undefined && e.JWT_PUBLIC_KEY === undefined

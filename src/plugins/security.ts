@@ -8,7 +8,7 @@
  * - authentication for every `/v1` route: `Authorization: Bearer`, a
  *   `bearer.<token>` Sec-WebSocket-Protocol entry, or a single-use `?ticket=`
  *   on the WebSocket route;
- * - REST rate limit per tenant (per IP before authentication).
+ * - REST rate limit per tenant, and a limit on failed authentications per IP.
  */
 import cors from '@fastify/cors'
 import rateLimit from '@fastify/rate-limit'
@@ -26,6 +26,8 @@ export interface SecurityOptions {
   allowedHosts: string[]
   loopbackOnly: boolean
   rateLimitPerMinute: number
+  /** Failed authentications per IP per minute before that IP gets 429 (guessing tokens). */
+  authFailuresPerMinute: number
 }
 
 /** Subprotocol entry carrying a token, for browsers: `new WebSocket(url, ['claude-gateway.v1', 'bearer.' + token])`. */
@@ -37,6 +39,7 @@ const WS_ROUTE = /^\/v1\/sessions\/([^/?]+)\/ws(?:\?|$)/
 async function security (app: FastifyInstance, o: SecurityOptions): Promise<void> {
   const hosts = new Set(['localhost', '127.0.0.1', '[::1]', ...o.allowedHosts].map((h) => h.toLowerCase()))
   const origins = new Set(o.allowedOrigins)
+  const failures = new FailureWindow(o.authFailuresPerMinute, 60_000)
 
   app.addHook('onRequest', async (request) => {
     if (o.loopbackOnly && !hosts.has(hostName(request.headers.host))) {
@@ -49,8 +52,12 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
     // Unmatched URLs (404) fall back to the raw path.
     const route = request.routeOptions.url
     if (!(route ?? request.url).startsWith('/v1/')) return
+    if (failures.blocked(request.ip)) throw new GatewayError('rate_limited', 'Too many failed authentications from this address; retry in a minute')
     const tenant = await authenticate(request)
-    if (tenant === null) throw new GatewayError('unauthorized')
+    if (tenant === null) {
+      failures.add(request.ip)
+      throw new GatewayError('unauthorized')
+    }
     request.tenant = tenant
   })
 
@@ -84,6 +91,38 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
       message: `Rate limit of ${context.max} requests per minute exceeded; retry in ${context.after}`
     })
   })
+}
+
+/** Fixed one-minute windows of failed authentications per address. */
+class FailureWindow {
+  readonly #limit: number
+  readonly #windowMs: number
+  readonly #counts = new Map<string, { count: number, since: number }>()
+
+  constructor (limit: number, windowMs: number) {
+    this.#limit = limit
+    this.#windowMs = windowMs
+  }
+
+  blocked (ip: string): boolean {
+    const entry = this.#counts.get(ip)
+    return entry !== undefined && Date.now() - entry.since < this.#windowMs && entry.count >= this.#limit
+  }
+
+  add (ip: string): void {
+    const now = Date.now()
+    const entry = this.#counts.get(ip)
+    if (entry === undefined || now - entry.since >= this.#windowMs) {
+      if (this.#counts.size > 10_000) this.#sweep(now)
+      this.#counts.set(ip, { count: 1, since: now })
+    } else {
+      entry.count++
+    }
+  }
+
+  #sweep (now: number): void {
+    for (const [ip, entry] of this.#counts) if (now - entry.since >= this.#windowMs) this.#counts.delete(ip)
+  }
 }
 
 function hostName (host: string | undefined): string {

@@ -100,6 +100,16 @@ describe('REST limits', () => {
     for (let i = 0; i < 5; i++) assert.equal((await fetch(`${gw.url}/healthz`)).status, 200)
   })
 
+  it('answers 429 after AUTH_FAILURES_PER_MINUTE failed authentications from one address, even with a good token then', async (t) => {
+    const gw = await gateway(t, { env: { AUTH_FAILURES_PER_MINUTE: '3' } })
+    for (let i = 0; i < 3; i++) assert.equal((await gw.request('GET', '/v1/sessions', undefined, `wrong-token-${i}-0123456789`)).status, 401)
+    const blocked = await gw.request('GET', '/v1/sessions', undefined, `wrong-token-x-0123456789`)
+    assert.equal(blocked.status, 429)
+    assert.equal(blocked.body.code, 'rate_limited')
+    assert.equal((await gw.request('GET', '/v1/sessions')).status, 429, 'guessing stops for the whole minute, a right guess included')
+    assert.equal((await fetch(`${gw.url}/healthz`)).status, 200)
+  })
+
   it('answers 429 tenant_session_limit past MAX_SESSIONS_PER_TENANT while another tenant can still create', async (t) => {
     const gw = await gateway(t, { env: { MAX_SESSIONS_PER_TENANT: '2' } })
     const first = await gw.createSession()

@@ -67,6 +67,8 @@ export async function startGateway (options: GatewayOptions = {}): Promise<TestG
     CLAUDE_ARGS_EXTRA: ['--fake-log-dir', fakeLogDir, ...(options.cliArgs ?? [])].join(' '),
     GATEWAY_TOKENS: `${TOKEN_A}=tenant-a,${TOKEN_B}=tenant-b`,
     CLI_STOP_TIMEOUT_MS: '1000',
+    // Tests make many deliberate 401s from 127.0.0.1; security-limits tests the bound itself.
+    AUTH_FAILURES_PER_MINUTE: '100000',
     SHUTDOWN_GRACE_MS: '2000',
     PATH: process.env.PATH ?? '',
     HOME: process.env.HOME ?? '',
