@@ -4,17 +4,15 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, test } from 'node:test'
-import { type RecordedRequest, allUserTexts, lastUserText, startMockAnthropic, type MockAnthropic } from '../support/mock-anthropic.js'
+import { allUserTexts, startMockAnthropic, type MockAnthropic } from '../support/mock-anthropic.js'
 import { deleteKeys, redisCommand } from '../support/redis-server.js'
 import {
-  E2E_TEST_TIMEOUT_MS, WAIT_MS, type E2e, assertContiguous, closeAll, waitLive, cmdline, isCli, isGateway, makeScratch, startE2e
+  E2E_TEST_TIMEOUT_MS, WAIT_MS, type E2e, assertContiguous, closeAll, waitLive, cmdline, isCli, isGateway, makeScratch, startE2e, streamedPrompt
 } from '../support/e2e.js'
 
 after(closeAll)
 
 const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379'
-
-const streamedPrompt = (text: string) => (r: RecordedRequest): boolean => r.stream && lastUserText(r.body).endsWith(text)
 
 /** Texts of the assistant's earlier messages in a request. */
 function assistantTexts (body: unknown): string[] {

@@ -7,23 +7,16 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
 import { TOKEN_A } from '../support/gateway.js'
-import { type RecordedRequest, lastUserText } from '../support/mock-anthropic.js'
+import { lastUserText } from '../support/mock-anthropic.js'
 import {
   E2E_TEST_TIMEOUT_MS, TENANT, WAIT_MS, assertContiguous, closeAll, waitLive, cmdline, controlRequest, isCanUseTool, isCli,
-  isResponseTo, startE2e
+  isResponseTo, startE2e, streamedPrompt
 } from '../support/e2e.js'
 
 after(closeAll)
 
 /** A model the stand-in answers and the CLI does not remap (it is not the CLI's default either). */
 const OTHER_MODEL = 'claude-sonnet-4-5-20250929'
-
-/**
- * The streamed request of the turn prompted with `text`. Its last user message
- * may carry more before the prompt (after set_model, the CLI prepends a
- * transcript of the `/model` command to it).
- */
-const streamedPrompt = (text: string) => (r: RecordedRequest): boolean => r.stream && lastUserText(r.body).endsWith(text)
 
 function systemText (body: unknown): string {
   const system = (body as { system?: unknown }).system

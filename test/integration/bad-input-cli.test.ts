@@ -12,25 +12,10 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from '
 import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, it, type TestContext } from 'node:test'
-import { type GatewayOptions, type TestClient, type TestGateway, eventually, processAlive, startGateway } from '../support/gateway.js'
-
-const isHello = (f: any): boolean => f.type === 'gateway' && f.subtype === 'hello'
-const isStatus = (status: string) => (f: any): boolean => f.type === 'gateway' && f.subtype === 'status' && f.status === status
-
-async function gateway (t: TestContext, options: GatewayOptions = {}): Promise<TestGateway> {
-  const gw = await startGateway(options)
-  t.after(() => gw.close())
-  return gw
-}
-
-async function holderOf (gw: TestGateway, t: TestContext): Promise<{ id: string, pid: number, holder: TestClient }> {
-  const created = await gw.createSession()
-  const holder = await gw.connect(created.id, 'after=0')
-  t.after(() => holder.terminate())
-  await holder.waitFor(isHello)
-  return { id: created.id, pid: created.pid, holder }
-}
+import { describe, it } from 'node:test'
+import { isStatus } from '../support/frames.js'
+import { type TestClient, eventually, processAlive, startGateway } from '../support/gateway.js'
+import { gateway, holderOf } from '../support/sessions.js'
 
 /** Sends a prompt and waits for its result (from the frames received after sending). */
 async function turn (holder: TestClient, prompt: string): Promise<any[]> {
@@ -43,7 +28,7 @@ async function turn (holder: TestClient, prompt: string): Promise<any[]> {
 describe('CLI output the gateway cannot relay', () => {
   it('turns garbage lines into cli_output_rejected frames (recorded, with a preview) and keeps the session working', async (t) => {
     const gw = await gateway(t)
-    const { id, holder } = await holderOf(gw, t)
+    const { id, holder } = await holderOf(gw, t, { query: 'after=0' })
     const frames = await turn(holder, 'garbage')
     const rejected = frames.filter((f) => f.type === 'gateway' && f.subtype === 'cli_output_rejected')
     assert.deepEqual(rejected.map((f) => f.reason), ['invalid_json', 'not_an_object'])
@@ -60,7 +45,7 @@ describe('CLI output the gateway cannot relay', () => {
 
   it('drops lines over MAX_LINE_BYTES with too_large notices, and the session keeps working', async (t) => {
     const gw = await gateway(t, { env: { MAX_LINE_BYTES: '4096' } })
-    const { holder } = await holderOf(gw, t)
+    const { holder } = await holderOf(gw, t, { query: 'after=0' })
     const from = holder.frames.length
     holder.sendUser('huge 5000') // the assistant line and the result line (which repeats the text) are both too long
     const rejected = await holder.until(() => {
@@ -103,7 +88,7 @@ describe('CLI processes that end badly', () => {
 
   it('reports a crash mid-turn to the clients, and the next prompt starts the CLI again with --resume', async (t) => {
     const gw = await gateway(t)
-    const { id, pid, holder } = await holderOf(gw, t)
+    const { id, pid, holder } = await holderOf(gw, t, { query: 'after=0' })
     const from = holder.frames.length
     holder.sendUser('crash')
     const exited = await holder.waitFor(isStatus('exited'), 10_000, from)
@@ -120,7 +105,7 @@ describe('CLI processes that end badly', () => {
 
   it('SIGKILLs a CLI that ignores SIGTERM and reports how it ended', async (t) => {
     const gw = await gateway(t, { cliArgs: ['--fake-mode', 'ignore-sigterm'], env: { CLI_STOP_TIMEOUT_MS: '300' } })
-    const { id, pid, holder } = await holderOf(gw, t)
+    const { id, pid, holder } = await holderOf(gw, t, { query: 'after=0' })
     holder.sendUser('slow 100 1000') // a turn in progress: closing stdin alone does not end it
     await holder.waitFor((f) => f.type === 'system' && f.subtype === 'init')
     const deleted = await gw.request('DELETE', `/v1/sessions/${id}`)
@@ -142,14 +127,14 @@ describe('CLI processes that end badly', () => {
       return pid
     }
 
-    const first = await holderOf(gw, t)
+    const first = await holderOf(gw, t, { query: 'after=0' })
     const orphan = await grandchildOf(first.holder)
     const from = first.holder.frames.length
     first.holder.sendUser('exit 0') // the CLI exits on its own, the sleep it started would outlive it
     await first.holder.waitFor(isStatus('exited'), 10_000, from)
     await eventually(() => !processAlive(orphan), 5000, 'the grandchild of an exited CLI to be ended')
 
-    const second = await holderOf(gw, t)
+    const second = await holderOf(gw, t, { query: 'after=0' })
     const other = await grandchildOf(second.holder)
     await gw.request('DELETE', `/v1/sessions/${second.id}`)
     await eventually(() => !processAlive(other), 5000, 'the grandchild of a stopped CLI to be ended')

@@ -9,33 +9,11 @@
  */
 import assert from 'node:assert/strict'
 import { connect } from 'node:net'
-import { describe, it, type TestContext } from 'node:test'
+import { describe, it } from 'node:test'
 import type { CliExit, CliLauncher } from '../../src/cli/cli-handle.js'
-import { type GatewayOptions, TOKEN_A, type TestClient, type TestGateway, eventually, startGateway } from '../support/gateway.js'
-
-const isHello = (f: any): boolean => f.type === 'gateway' && f.subtype === 'hello'
-const errorCode = (f: any): string | undefined => f.type === 'gateway' && f.subtype === 'error' ? f.code : undefined
-
-async function gateway (t: TestContext, options: GatewayOptions = {}): Promise<TestGateway> {
-  const gw = await startGateway(options)
-  t.after(() => gw.close())
-  return gw
-}
-
-async function client (gw: TestGateway, t: TestContext, id: string, query = ''): Promise<TestClient> {
-  const c = await gw.connect(id, query)
-  t.after(() => c.terminate())
-  await c.waitFor(isHello)
-  return c
-}
-
-let fences = 0
-/** Returns once the CLI has read (and logged) everything written to its stdin before now. */
-async function fence (holder: TestClient): Promise<void> {
-  const id = `fence-${++fences}`
-  holder.send({ type: 'control_request', request_id: id, request: { subtype: 'mcp_status' } })
-  await holder.waitFor((f) => f.type === 'control_response' && f.response?.request_id === id)
-}
+import { errorCode } from '../support/frames.js'
+import { TOKEN_A, eventually } from '../support/gateway.js'
+import { client, fence, gateway } from '../support/sessions.js'
 
 const nested = (depth: number): string => `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"deep","x":${'['.repeat(depth)}${']'.repeat(depth)}}]}}`
 

@@ -5,18 +5,12 @@
 import assert from 'node:assert/strict'
 import { realpathSync, statSync } from 'node:fs'
 import { basename, join, sep } from 'node:path'
-import { describe, it, type TestContext } from 'node:test'
-import { type GatewayOptions, TOKEN_A, type TestGateway, startGateway } from '../support/gateway.js'
+import { describe, it } from 'node:test'
+import { isResult } from '../support/frames.js'
+import { TOKEN_A } from '../support/gateway.js'
+import { gateway } from '../support/sessions.js'
 
 const BASE_FLAGS = ['--output-format', 'stream-json', '--verbose', '--input-format', 'stream-json', '--permission-prompt-tool', 'stdio']
-
-async function gateway (t: TestContext, options: GatewayOptions = {}): Promise<TestGateway> {
-  const gw = await startGateway(options)
-  t.after(() => gw.close())
-  return gw
-}
-
-const isResult = (f: any): boolean => f.type === 'result'
 
 describe('CLI process and stdin', () => {
   it('spawns the CLI with the base flags and --session-id, in the session folder, with a filtered environment', async (t) => {

@@ -6,16 +6,9 @@ import assert from 'node:assert/strict'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
-import { type GatewayOptions, type TestClient, type TestGateway, eventually, fakeCliPids, processAlive, startGateway } from '../support/gateway.js'
-
-async function gateway (t: TestContext, options: GatewayOptions = {}): Promise<TestGateway> {
-  const gw = await startGateway(options)
-  t.after(() => gw.close())
-  return gw
-}
-
-const isResult = (f: any): boolean => f.type === 'result'
-const status = (name: string) => (f: any): boolean => f.type === 'gateway' && f.subtype === 'status' && f.status === name
+import { isResult, isStatus } from '../support/frames.js'
+import { type TestClient, type TestGateway, eventually, fakeCliPids, processAlive } from '../support/gateway.js'
+import { gateway } from '../support/sessions.js'
 
 /** Statuses announced to a client, in order. */
 function statuses (c: TestClient): string[] {
@@ -27,13 +20,24 @@ function gone (pid: number): boolean {
   return !existsSync(`/proc/${pid}`)
 }
 
+/** A session (CLI_STOP_TIMEOUT_MS 300) whose CLI has started a grandchild; its pid is read from the fake's log. */
+async function grandchildSession (t: TestContext): Promise<{ gw: TestGateway, s: any, c: TestClient, grandchild: number }> {
+  const gw = await gateway(t, { env: { CLI_STOP_TIMEOUT_MS: '300' } })
+  const s = await gw.createSession()
+  const c = await gw.connect(s.id)
+  c.sendUser('grandchild')
+  await c.waitFor(isResult)
+  const grandchild = Number(readFileSync(join(gw.fakeLogDir, `${s.id}.grandchild.pid`), 'utf8'))
+  return { gw, s, c, grandchild }
+}
+
 describe('CLI lifecycle', () => {
   it('reports a crash with its exit code and stderr, then restarts the CLI with --resume on the next message', async (t) => {
     const gw = await gateway(t)
     const s = await gw.createSession()
     const c = await gw.connect(s.id, 'after=0')
     c.sendUser('crash')
-    const exited = await c.waitFor(status('exited'))
+    const exited = await c.waitFor(isStatus('exited'))
     assert.equal(exited.exit.code, 3)
     assert.equal(exited.exit.reason, 'exited')
     assert.ok(exited.exit.stderr_tail.includes('fake-claude: simulated crash (exit 3)'), JSON.stringify(exited.exit.stderr_tail))
@@ -69,7 +73,7 @@ describe('CLI lifecycle', () => {
     const gw = await gateway(t, { cliArgs: ['--fake-mode', 'crash-at-start'], env: { KEEPALIVE_INTERVAL_MS: '100' } })
     const s = await gw.createSession()
     const c = await gw.connect(s.id, 'after=0')
-    const exited = await c.waitFor(status('exited'))
+    const exited = await c.waitFor(isStatus('exited'))
     assert.equal(exited.exit.code, 1)
     assert.ok(exited.exit.stderr_tail.some((l: string) => l.includes('simulated crash at start')), JSON.stringify(exited.exit.stderr_tail))
 
@@ -105,7 +109,7 @@ describe('CLI lifecycle', () => {
     assert.equal(del.body.exit.reason, 'stopped')
     assert.ok(gone(pid), 'the CLI is gone (no zombie) once DELETE answers')
 
-    const stopped = await c.waitFor(status('stopped'))
+    const stopped = await c.waitFor(isStatus('stopped'))
     const list = statuses(c)
     assert.deepEqual(list.slice(-2), ['stopping', 'stopped'])
     assert.equal(stopped.exit.reason, 'stopped')
@@ -139,12 +143,7 @@ describe('CLI lifecycle', () => {
   })
 
   it('DELETE also ends what the CLI started (a grandchild process)', async (t) => {
-    const gw = await gateway(t, { env: { CLI_STOP_TIMEOUT_MS: '300' } })
-    const s = await gw.createSession()
-    const c = await gw.connect(s.id)
-    c.sendUser('grandchild')
-    await c.waitFor(isResult)
-    const grandchild = Number(readFileSync(join(gw.fakeLogDir, `${s.id}.grandchild.pid`), 'utf8'))
+    const { gw, s, grandchild } = await grandchildSession(t)
     assert.ok(Number.isInteger(grandchild) && grandchild > 0)
     assert.ok(processAlive(grandchild), 'the grandchild runs before DELETE')
 
@@ -154,15 +153,10 @@ describe('CLI lifecycle', () => {
   })
 
   it('ends the grandchild of a CLI that exits by itself', async (t) => {
-    const gw = await gateway(t, { env: { CLI_STOP_TIMEOUT_MS: '300' } })
-    const s = await gw.createSession()
-    const c = await gw.connect(s.id)
-    c.sendUser('grandchild')
-    await c.waitFor(isResult)
-    const grandchild = Number(readFileSync(join(gw.fakeLogDir, `${s.id}.grandchild.pid`), 'utf8'))
+    const { c, grandchild } = await grandchildSession(t)
     assert.ok(processAlive(grandchild))
     c.sendUser('crash')
-    await c.waitFor(status('exited'))
+    await c.waitFor(isStatus('exited'))
     await eventually(() => !processAlive(grandchild), 5000, `grandchild ${grandchild} to end`)
   })
 
@@ -184,7 +178,7 @@ describe('CLI lifecycle', () => {
     assert.ok(Date.parse(stopped.exit.at) - Date.parse(lonely.created_at) >= idleMs - 10, 'not before IDLE_TIMEOUT_MS')
     assert.ok(gone(lonely.pid))
     const replay = await gw.connect(lonely.id, 'after=0')
-    await replay.waitFor(status('stopped'))
+    await replay.waitFor(isStatus('stopped'))
     assert.deepEqual(statuses(replay).slice(-2), ['stopping', 'stopped'])
 
     // The attached one is still running well past twice the idle time after its turn,

@@ -5,17 +5,10 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Socket } from 'node:net'
-import { describe, it, type TestContext } from 'node:test'
-import { type GatewayOptions, type TestClient, type TestGateway, eventually, startGateway } from '../support/gateway.js'
-
-async function gateway (t: TestContext, options: GatewayOptions = {}): Promise<TestGateway> {
-  const gw = await startGateway(options)
-  t.after(() => gw.close())
-  return gw
-}
-
-const isResult = (f: any): boolean => f.type === 'result'
-const isIdle = (f: any): boolean => f.type === 'system' && f.subtype === 'session_state_changed' && f.state === 'idle'
+import { describe, it } from 'node:test'
+import { isIdle, isResult } from '../support/frames.js'
+import { type TestClient, eventually } from '../support/gateway.js'
+import { gateway } from '../support/sessions.js'
 
 function seqs (c: TestClient): number[] {
   return c.seqFrames.map((f) => f.seq as number)

@@ -4,17 +4,11 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { connect } from 'node:net'
-import { describe, it, type TestContext } from 'node:test'
-import { type GatewayOptions, TOKEN_A, TOKEN_B, type TestGateway, TestClient, fakeCliPids, processAlive, startGateway } from '../support/gateway.js'
+import { describe, it } from 'node:test'
+import { TOKEN_A, TOKEN_B, type TestGateway, TestClient, fakeCliPids, processAlive } from '../support/gateway.js'
+import { gateway } from '../support/sessions.js'
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-
-async function gateway (t: TestContext, options: GatewayOptions = {}): Promise<TestGateway> {
-  const gw = await startGateway(options)
-  t.after(() => gw.close())
-  return gw
-}
-
 
 async function rawFetch (gw: TestGateway, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<{ status: number, body: any }> {
   const res = await fetch(gw.url + path, { method, headers, body })

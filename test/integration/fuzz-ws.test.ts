@@ -9,12 +9,12 @@
  * restarted. FC_SEED replays a run; FUZZ_FRAMES changes its size.
  */
 import assert from 'node:assert/strict'
-import { randomUUID } from 'node:crypto'
 import { describe, it } from 'node:test'
 import fc from 'fast-check'
 import { errorTable } from '../../src/errors.js'
 import { permissionModes } from '../../src/protocol/client-frames.js'
 import { type TestClient, startGateway } from '../support/gateway.js'
+import { fence } from '../support/sessions.js'
 
 const FRAMES = Number(process.env.FUZZ_FRAMES ?? 3000)
 const SEED = Number(process.env.FC_SEED ?? Date.now() % 2_147_483_647)
@@ -80,13 +80,6 @@ function errorFrames (c: TestClient): any[] {
   return c.frames.filter((f) => f.type === 'gateway' && f.subtype === 'error')
 }
 
-let fences = 0
-async function fence (holder: TestClient): Promise<void> {
-  const requestId = `fence-${++fences}-${randomUUID()}`
-  holder.send({ type: 'control_request', request_id: requestId, request: { subtype: 'mcp_status' } })
-  await holder.waitFor((f) => f.type === 'control_response' && f.response?.request_id === requestId, 20_000)
-}
-
 describe('WebSocket fuzz', () => {
   it(`survives ${FRAMES} random frames on one session without touching another (seed ${SEED})`, async (t) => {
     const gw = await startGateway({ env: { WS_MAX_FRAMES_PER_SEC: '4000' } })
@@ -108,7 +101,7 @@ describe('WebSocket fuzz', () => {
       await new Promise((resolve) => setTimeout(resolve, BATCH_INTERVAL_MS)) // pacing, not synchronisation
       assert.equal(attacker.closeCode, null, `the fuzzed connection was closed after ${i + BATCH} frames (seed ${SEED})`)
     }
-    await fence(attacker) // the CLI has read everything sent before this
+    await fence(attacker, { unique: true, timeoutMs: 20_000 }) // the CLI has read everything sent before this
 
     // The fuzzed connection got only typed errors, and was never dropped.
     const known = new Set([...Object.keys(errorTable), 'rate_limited'])

@@ -12,64 +12,19 @@
  * before the fence is in the log by then.
  */
 import assert from 'node:assert/strict'
-import { after, before, describe, it, type TestContext } from 'node:test'
+import { after, before, describe, it } from 'node:test'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { StoredEvent } from '../../src/store/store.js'
+import { type Frame, isError, isPrompt, resolved } from '../support/frames.js'
 import { type TestClient, type TestGateway, eventually, startGateway } from '../support/gateway.js'
+import { LIMITS, answersTo, fence, openSession } from '../support/sessions.js'
 
-type Frame = Record<string, any>
-
-/** Room for the bursts and polling below (names unknown to the config are ignored). */
-const LIMITS = { RATE_LIMIT_PER_MINUTE: '100000', WS_MAX_FRAMES_PER_SEC: '100000', MAX_SESSIONS_PER_TENANT: '1000' }
-
-const isHello = (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'hello'
-const isPrompt = (f: Frame): boolean => f.type === 'control_request' && f.request?.subtype === 'can_use_tool'
-const isError = (code: string) => (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'error' && f.code === code
 const holderFrames = (c: TestClient): Frame[] => c.frames.filter((f) => f.type === 'gateway' && f.subtype === 'holder')
-const resolved = (requestId: string) => (f: Frame): boolean =>
-  f.type === 'gateway' && f.subtype === 'permission_resolved' && f.request_id === requestId
-
-interface Opened {
-  id: string
-  /** Connects and waits for `hello`; the client is terminated when the test ends. */
-  connect: (query?: string) => Promise<{ client: TestClient, hello: Frame }>
-}
-
-/** A fresh session for one test; its clients are closed and its CLI stopped when the test ends. */
-async function openSession (gw: TestGateway, t: TestContext): Promise<Opened> {
-  const session = await gw.createSession()
-  const clients: TestClient[] = []
-  t.after(async () => {
-    for (const c of clients) c.terminate()
-    await gw.request('DELETE', `/v1/sessions/${session.id}`)
-  })
-  return {
-    id: session.id,
-    async connect (query = '') {
-      const client = await gw.connect(session.id, query)
-      clients.push(client)
-      const hello = await client.waitFor(isHello)
-      return { client, hello }
-    }
-  }
-}
-
-let fences = 0
-/** Returns once the CLI has read (and logged) everything written to its stdin before now. */
-async function fence (holder: TestClient): Promise<string> {
-  const id = `fence-${++fences}`
-  holder.send({ type: 'control_request', request_id: id, request: { subtype: 'mcp_status' } })
-  await holder.waitFor((f) => f.type === 'control_response' && f.response?.request_id === id)
-  return id
-}
 
 /** Waits until the gateway has dropped a terminated client (the snapshot counts attached clients). */
 async function clientsAre (gw: TestGateway, id: string, n: number): Promise<void> {
   await eventually(async () => (await gw.request('GET', `/v1/sessions/${id}`)).body.clients === n, 5000, `${n} clients attached`)
 }
-
-const answersTo = (gw: TestGateway, sessionId: string, requestId: string): Frame[] =>
-  gw.stdinLines(sessionId).filter((l) => l.type === 'control_response' && l.response?.request_id === requestId)
 
 describe('holder model', () => {
   let gw: TestGateway

@@ -6,97 +6,17 @@
  * recorded transcripts of the real CLI 2.1.332 (allow, deny).
  */
 import assert from 'node:assert/strict'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { after, before, describe, it, type TestContext } from 'node:test'
-import { fileURLToPath } from 'node:url'
-import { type TestClient, type TestGateway, startGateway } from '../support/gateway.js'
+import { after, before, describe, it } from 'node:test'
+import { type Frame, isError, isPrompt, isResult, label, promptToResult, referenceWindow, resolved } from '../support/frames.js'
+import { type TestGateway, startGateway } from '../support/gateway.js'
+import { LIMITS, answer, answersTo, ask, fence, setup } from '../support/sessions.js'
 
-type Frame = Record<string, any>
-
-/** Room for the polling below (names unknown to the config are ignored). */
-const LIMITS = { RATE_LIMIT_PER_MINUTE: '100000', WS_MAX_FRAMES_PER_SEC: '100000', MAX_SESSIONS_PER_TENANT: '1000' }
-const RECORDED = fileURLToPath(new URL('../fixtures/recorded/claude-code-2.1.332/', import.meta.url))
 const DEFAULT_DENY = 'The user denied this tool use.'
-
-const isHello = (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'hello'
-const isPrompt = (f: Frame): boolean => f.type === 'control_request' && f.request?.subtype === 'can_use_tool'
-const isResult = (f: Frame): boolean => f.type === 'result'
-const isError = (code: string) => (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'error' && f.code === code
-const resolved = (requestId: string) => (f: Frame): boolean =>
-  f.type === 'gateway' && f.subtype === 'permission_resolved' && f.request_id === requestId
-
-/** The labels of INDEX.md (type, /subtype of the message or its request/response, :state), plus gateway frames. */
-function label (m: Frame): string {
-  if (m.type === 'gateway') return `gateway/${String(m.subtype)}${typeof m.decision === 'string' ? `:${m.decision}` : ''}`
-  const sub = m.subtype ?? m.response?.subtype ?? m.request?.subtype
-  let s = String(m.type)
-  if (typeof sub === 'string' && m.type !== 'assistant' && m.type !== 'user') s += `/${sub}`
-  if (m.subtype === 'session_state_changed') s += `:${String(m.state)}`
-  return s
-}
-
-/** Labels from the first can_use_tool request to the first result after it. */
-function promptToResult (frames: Frame[]): string[] {
-  const start = frames.findIndex(isPrompt)
-  const end = frames.findIndex((f, i) => i > start && isResult(f))
-  assert.ok(start >= 0 && end > start, 'a prompt and a result after it')
-  return frames.slice(start, end + 1).map(label)
-}
-
-/** The same window in a recorded stdout of the real CLI; the inline copy keeps the test usable without the fixtures. */
-function referenceWindow (name: string, fallback: string[]): string[] {
-  const file = join(RECORDED, `${name}.stdout.ndjson`)
-  if (!existsSync(file)) return fallback
-  const lines = readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Frame)
-  return promptToResult(lines)
-}
 
 function sessionCwd (gw: TestGateway, sessionId: string): string {
   return join(gw.dataDir, 'workspaces', 'tenant-a', sessionId)
-}
-
-const answersTo = (gw: TestGateway, sessionId: string, requestId: string): Frame[] =>
-  gw.stdinLines(sessionId).filter((l) => l.type === 'control_response' && l.response?.request_id === requestId)
-
-interface Setup {
-  id: string
-  holder: TestClient
-  holderId: string
-  observer: TestClient
-}
-
-/** A session with a holder and an observer; cleaned up when the test ends. */
-async function setup (gw: TestGateway, t: TestContext): Promise<Setup> {
-  const session = await gw.createSession()
-  const holder = await gw.connect(session.id)
-  const observer = await gw.connect(session.id, 'role=observer')
-  t.after(async () => {
-    holder.terminate()
-    observer.terminate()
-    await gw.request('DELETE', `/v1/sessions/${session.id}`)
-  })
-  const hello = await holder.waitFor(isHello)
-  await observer.waitFor(isHello)
-  return { id: session.id, holder, holderId: hello.client_id, observer }
-}
-
-async function ask (holder: TestClient, text = 'ask'): Promise<Frame> {
-  const before = holder.frames.length
-  holder.sendUser(text)
-  return holder.waitFor(isPrompt, 10_000, before)
-}
-
-function answer (c: TestClient, requestId: string, response: Record<string, unknown>): void {
-  c.send({ type: 'control_response', response: { subtype: 'success', request_id: requestId, response } })
-}
-
-let fences = 0
-/** Returns once the CLI has read (and logged) everything written to its stdin before now. */
-async function fence (holder: TestClient): Promise<void> {
-  const id = `fence-${++fences}`
-  holder.send({ type: 'control_request', request_id: id, request: { subtype: 'mcp_status' } })
-  await holder.waitFor((f) => f.type === 'control_response' && f.response?.request_id === id)
 }
 
 describe('answering permission prompts over the WebSocket', () => {

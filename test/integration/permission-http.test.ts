@@ -9,59 +9,10 @@
 import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { after, before, describe, it, type TestContext } from 'node:test'
-import { TOKEN_B, type TestClient, type TestGateway, startGateway } from '../support/gateway.js'
-
-type Frame = Record<string, any>
-
-/** Room for the requests below (names unknown to the config are ignored). */
-const LIMITS = { RATE_LIMIT_PER_MINUTE: '100000', WS_MAX_FRAMES_PER_SEC: '100000', MAX_SESSIONS_PER_TENANT: '1000' }
-
-const isHello = (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'hello'
-const isPrompt = (f: Frame): boolean => f.type === 'control_request' && f.request?.subtype === 'can_use_tool'
-const isResult = (f: Frame): boolean => f.type === 'result'
-const isError = (code: string) => (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'error' && f.code === code
-const resolvedFrame = (subtype: string, requestId: string) => (f: Frame): boolean =>
-  f.type === 'gateway' && f.subtype === subtype && f.request_id === requestId
-const resolved = (requestId: string): ((f: Frame) => boolean) => resolvedFrame('permission_resolved', requestId)
-
-const answersTo = (gw: TestGateway, sessionId: string, requestId: string): Frame[] =>
-  gw.stdinLines(sessionId).filter((l) => l.type === 'control_response' && l.response?.request_id === requestId)
-
-interface Setup {
-  id: string
-  holder: TestClient
-  holderId: string
-  observer: TestClient
-  permissions: string
-}
-
-async function setup (gw: TestGateway, t: TestContext): Promise<Setup> {
-  const session = await gw.createSession()
-  const holder = await gw.connect(session.id)
-  const observer = await gw.connect(session.id, 'role=observer')
-  t.after(async () => {
-    holder.terminate()
-    observer.terminate()
-    await gw.request('DELETE', `/v1/sessions/${session.id}`)
-  })
-  const hello = await holder.waitFor(isHello)
-  await observer.waitFor(isHello)
-  return { id: session.id, holder, holderId: hello.client_id, observer, permissions: `/v1/sessions/${session.id}/permissions` }
-}
-
-async function ask (holder: TestClient, text = 'ask'): Promise<Frame> {
-  const before = holder.frames.length
-  holder.sendUser(text)
-  return holder.waitFor((f) => isPrompt(f) || f.request?.subtype === 'hook_callback', 10_000, before)
-}
-
-let fences = 0
-async function fence (holder: TestClient): Promise<void> {
-  const id = `fence-${++fences}`
-  holder.send({ type: 'control_request', request_id: id, request: { subtype: 'mcp_status' } })
-  await holder.waitFor((f) => f.type === 'control_response' && f.response?.request_id === id)
-}
+import { after, before, describe, it } from 'node:test'
+import { type Frame, isError, isResult, resolved, resolvedFrame } from '../support/frames.js'
+import { TOKEN_B, type TestGateway, startGateway } from '../support/gateway.js'
+import { LIMITS, answersTo, ask, fence, setup } from '../support/sessions.js'
 
 describe('permission prompts over HTTP', () => {
   let gw: TestGateway

@@ -9,94 +9,12 @@
  * the real CLI 2.1.332 (interrupt_pending_permission).
  */
 import assert from 'node:assert/strict'
-import { existsSync, readFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { after, before, describe, it, type TestContext } from 'node:test'
-import { fileURLToPath } from 'node:url'
-import { type TestClient, type TestGateway, eventually, processAlive, startGateway } from '../support/gateway.js'
+import { after, before, describe, it } from 'node:test'
+import { type Frame, isError, isPrompt, isResult, promptToResult, referenceWindow, resolved, resolvedFrame } from '../support/frames.js'
+import { type TestGateway, eventually, processAlive, startGateway } from '../support/gateway.js'
+import { LIMITS, answer, answersTo, ask, fence, setup } from '../support/sessions.js'
 
-type Frame = Record<string, any>
-
-/** Room for the polling below (names unknown to the config are ignored). */
-const LIMITS = { RATE_LIMIT_PER_MINUTE: '100000', WS_MAX_FRAMES_PER_SEC: '100000', MAX_SESSIONS_PER_TENANT: '1000' }
 const TIMEOUT_MS = 300
-const RECORDED = fileURLToPath(new URL('../fixtures/recorded/claude-code-2.1.332/', import.meta.url))
-
-const isHello = (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'hello'
-const isPrompt = (f: Frame): boolean => f.type === 'control_request' && f.request?.subtype === 'can_use_tool'
-const isHook = (f: Frame): boolean => f.type === 'control_request' && f.request?.subtype === 'hook_callback'
-const isResult = (f: Frame): boolean => f.type === 'result'
-const isError = (code: string) => (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'error' && f.code === code
-const resolvedFrame = (subtype: string, requestId: string) => (f: Frame): boolean =>
-  f.type === 'gateway' && f.subtype === subtype && f.request_id === requestId
-const resolved = (requestId: string): ((f: Frame) => boolean) => resolvedFrame('permission_resolved', requestId)
-
-function label (m: Frame): string {
-  if (m.type === 'gateway') return `gateway/${String(m.subtype)}${typeof m.decision === 'string' ? `:${m.decision}` : ''}`
-  const sub = m.subtype ?? m.response?.subtype ?? m.request?.subtype
-  let s = String(m.type)
-  if (typeof sub === 'string' && m.type !== 'assistant' && m.type !== 'user') s += `/${sub}`
-  if (m.subtype === 'session_state_changed') s += `:${String(m.state)}`
-  return s
-}
-
-function promptToResult (frames: Frame[]): string[] {
-  const start = frames.findIndex(isPrompt)
-  const end = frames.findIndex((f, i) => i > start && isResult(f))
-  assert.ok(start >= 0 && end > start, 'a prompt and a result after it')
-  return frames.slice(start, end + 1).map(label)
-}
-
-function referenceWindow (name: string, fallback: string[]): string[] {
-  const file = join(RECORDED, `${name}.stdout.ndjson`)
-  if (!existsSync(file)) return fallback
-  return promptToResult(readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Frame))
-}
-
-const answersTo = (gw: TestGateway, sessionId: string, requestId: string): Frame[] =>
-  gw.stdinLines(sessionId).filter((l) => l.type === 'control_response' && l.response?.request_id === requestId)
-
-interface Setup {
-  id: string
-  holder: TestClient
-  observer: TestClient
-  /** Connects another client, closed when the test ends. */
-  connect: (query?: string) => Promise<TestClient>
-}
-
-async function setup (gw: TestGateway, t: TestContext): Promise<Setup> {
-  const session = await gw.createSession()
-  const clients: TestClient[] = []
-  t.after(async () => {
-    for (const c of clients) c.terminate()
-    await gw.request('DELETE', `/v1/sessions/${session.id}`)
-  })
-  const connect = async (query = ''): Promise<TestClient> => {
-    const c = await gw.connect(session.id, query)
-    clients.push(c)
-    await c.waitFor(isHello)
-    return c
-  }
-  const holder = await connect()
-  const observer = await connect('role=observer')
-  return { id: session.id, holder, observer, connect }
-}
-
-async function ask (holder: TestClient, text = 'ask'): Promise<Frame> {
-  holder.sendUser(text)
-  return holder.waitFor(text === 'hook' ? isHook : isPrompt)
-}
-
-function answer (c: TestClient, requestId: string, response: Record<string, unknown>): void {
-  c.send({ type: 'control_response', response: { subtype: 'success', request_id: requestId, response } })
-}
-
-let fences = 0
-async function fence (holder: TestClient): Promise<void> {
-  const id = `fence-${++fences}`
-  holder.send({ type: 'control_request', request_id: id, request: { subtype: 'mcp_status' } })
-  await holder.waitFor((f) => f.type === 'control_response' && f.response?.request_id === id)
-}
 
 describe(`with PERMISSION_TIMEOUT_MS and CONTROL_REQUEST_TIMEOUT_MS at ${TIMEOUT_MS}`, () => {
   let gw: TestGateway

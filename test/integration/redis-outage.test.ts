@@ -17,6 +17,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { isHello } from '../support/frames.js'
 import { type TestGateway, eventually, startGateway } from '../support/gateway.js'
 import { type RedisServer, startRedisServer } from '../support/redis-server.js'
 import { readHistory, settled, turn } from './resume-helpers.js'
@@ -37,7 +38,7 @@ describe('Redis restart while a session is producing', () => {
   it('relays every frame during the outage and stores every unsaved one once Redis is back', async () => {
     const { id } = await gw.createSession()
     const client = await gw.connect(id, 'after=0')
-    const hello = await client.waitFor((f) => f.type === 'gateway' && f.subtype === 'hello')
+    const hello = await client.waitFor(isHello)
     assert.equal(hello.store, 'ok')
     assert.equal((await gw.request('GET', '/readyz')).status, 200)
 
@@ -63,7 +64,7 @@ describe('Redis restart while a session is producing', () => {
     assert.equal((await gw.request('GET', `/v1/sessions/${id}`)).body.store, 'degraded')
 
     const observer = await gw.connect(id, 'role=observer')
-    const observerHello = await observer.waitFor((f) => f.type === 'gateway' && f.subtype === 'hello')
+    const observerHello = await observer.waitFor(isHello)
     assert.equal(observerHello.store, 'degraded')
 
     // History the store cannot give is served from what the gateway holds.
@@ -115,7 +116,7 @@ describe('Redis restart while a session is producing', () => {
     assert.deepEqual((await gw.request('GET', `/v1/sessions/${id}/events`)).body, { events: [], has_more: false, next_after: null })
 
     const back = await gw.connect(id, 'after=3&role=observer')
-    const hello = await back.waitFor((f) => f.type === 'gateway' && f.subtype === 'hello')
+    const hello = await back.waitFor(isHello)
     assert.equal(hello.resume, 'gap', 'frames 4..last_seq cannot be replayed')
     assert.equal(hello.oldest_seq, null)
     assert.equal(hello.last_seq, end)
@@ -129,7 +130,7 @@ describe('Redis restart while a session is producing', () => {
     assert.deepEqual(back.seqFrames, history)
 
     const again = await gw.connect(id, 'after=3&role=observer')
-    const againHello = await again.waitFor((f) => f.type === 'gateway' && f.subtype === 'hello')
+    const againHello = await again.waitFor(isHello)
     assert.equal(againHello.resume, 'gap')
     assert.equal(againHello.oldest_seq, end + 1)
     await again.until(() => again.seqFrames.some((f) => f.seq === next))

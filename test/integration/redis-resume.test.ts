@@ -16,9 +16,10 @@ import { join } from 'node:path'
 import { after, afterEach, before, describe, it } from 'node:test'
 import { RedisStore } from '../../src/store/redis.js'
 import type { EventStore } from '../../src/store/store.js'
+import { isHello } from '../support/frames.js'
 import { type TestGateway, startGateway } from '../support/gateway.js'
 import { deleteKeys } from '../support/redis-server.js'
-import { assertSameAsHistory, fiveClientsResume, holderDropsMidBurst, readHistory, resumeAfterExit, statusBecomes, turn } from './resume-helpers.js'
+import { assertSameAsHistory, readHistory, resumeScenarios, statusBecomes, turn } from './resume-helpers.js'
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const RETENTION = { maxEventsPerSession: 100_000, ttlSecondsAfterEnd: 3600 }
@@ -40,17 +41,7 @@ describe('WebSocket resume (Redis store)', () => {
     await deleteKeys(REDIS_URL, prefix)
   })
 
-  it('the holder drops mid-burst and resumes while the CLI is still producing: every frame once, in order', async () => {
-    await holderDropsMidBurst(gw)
-  })
-
-  it('five clients drop at different points of a burst and resume at once', async () => {
-    await fiveClientsResume(gw)
-  })
-
-  it('a client resumes after the CLI has exited', async () => {
-    await resumeAfterExit(gw)
-  })
+  resumeScenarios(() => gw)
 })
 
 describe('history across a gateway restart (Redis store)', () => {
@@ -83,7 +74,7 @@ describe('history across a gateway restart (Redis store)', () => {
   async function continues (gw: TestGateway, id: string, before: any[]): Promise<void> {
     const spawnsBefore = gw.argvDumps(id).length
     const client = await gw.connect(id)
-    const hello = await client.waitFor((f) => f.type === 'gateway' && f.subtype === 'hello')
+    const hello = await client.waitFor(isHello)
     assert.equal(hello.role, 'controller')
     const end = await turn(gw, id, client, 'echo after restart')
     const spawns = gw.argvDumps(id)

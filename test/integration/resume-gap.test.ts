@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { isHello } from '../support/frames.js'
 import { type TestGateway, startGateway } from '../support/gateway.js'
 import { readHistory, turn } from './resume-helpers.js'
 
@@ -29,7 +30,7 @@ describe('WebSocket resume across trimmed history', () => {
     assert.deepEqual(history.map((f) => f.seq), Array.from({ length: end - oldest + 1 }, (_, i) => oldest + i), 'what is kept is contiguous up to the end')
 
     const client = await gw.connect(id, 'after=1&role=observer')
-    const hello = await client.waitFor((f) => f.type === 'gateway' && f.subtype === 'hello')
+    const hello = await client.waitFor(isHello)
     assert.equal(hello.resume, 'gap')
     assert.equal(hello.oldest_seq, oldest)
     assert.equal(hello.last_seq, end)
@@ -45,7 +46,7 @@ describe('WebSocket resume across trimmed history', () => {
     // A seq just before the oldest held one is no gap: nothing is missing.
     const current = (await readHistory(gw, id))[0].seq as number
     const exact = await gw.connect(id, `after=${current - 1}&role=observer`)
-    const exactHello = await exact.waitFor((f) => f.type === 'gateway' && f.subtype === 'hello')
+    const exactHello = await exact.waitFor(isHello)
     assert.equal(exactHello.resume, 'ok')
     await exact.until(() => exact.seqFrames.some((f) => f.seq === next))
     assert.equal(exact.seqFrames[0].seq, current)

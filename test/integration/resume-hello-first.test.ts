@@ -8,6 +8,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { EventStore } from '../../src/store/store.js'
+import { isHello } from '../support/frames.js'
 import { type TestGateway, eventually, startGateway } from '../support/gateway.js'
 import { turn } from './resume-helpers.js'
 
@@ -64,11 +65,11 @@ describe('resume: hello comes first', () => {
     gate = null
     open()
     for (const client of [resuming, watcher]) {
-      const hello = await client.waitFor((f) => f.type === 'gateway' && f.subtype === 'hello')
+      const hello = await client.waitFor(isHello)
       assert.deepEqual(client.frames[0], hello, `first frame: ${JSON.stringify(client.frames[0])}`)
       assert.equal(hello.store, 'degraded', 'hello tells the state of the store as it is when sent')
     }
-    assert.equal((await resuming.waitFor((f) => f.type === 'gateway' && f.subtype === 'hello')).role, 'controller')
+    assert.equal((await resuming.waitFor(isHello)).role, 'controller')
     failAppends = false
   })
 })

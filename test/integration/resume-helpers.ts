@@ -4,6 +4,8 @@
  * and comes back with `?after=<its last seq>`, the way a real one would.
  */
 import assert from 'node:assert/strict'
+import { it } from 'node:test'
+import { isHello } from '../support/frames.js'
 import { type TestClient, type TestGateway, TOKEN_A, eventually } from '../support/gateway.js'
 
 /** Every recorded frame of a session, paging with `limit`, checking the paging fields on the way. */
@@ -67,7 +69,7 @@ export interface Resumed {
 
 /** The connection's hello (the first frame; clients wait for it before sending). */
 export async function hello (client: TestClient): Promise<any> {
-  return await client.waitFor((f) => f.type === 'gateway' && f.subtype === 'hello')
+  return await client.waitFor(isHello)
 }
 
 export interface DropOptions {
@@ -196,4 +198,19 @@ export async function resumeAfterExit (gw: TestGateway): Promise<void> {
   assert.equal(last.type, 'gateway')
   assert.equal(last.subtype, 'status')
   assert.equal(last.status, 'exited')
+}
+
+/** The three scenarios above as tests of the enclosing describe, on the gateway `gw()` returns once its before hook has run. */
+export function resumeScenarios (gw: () => TestGateway): void {
+  it('the holder drops mid-burst and resumes while the CLI is still producing: every frame once, in order', async () => {
+    await holderDropsMidBurst(gw())
+  })
+
+  it('five clients drop at different points of a burst and resume at once', async () => {
+    await fiveClientsResume(gw())
+  })
+
+  it('a client resumes after the CLI has exited', async () => {
+    await resumeAfterExit(gw())
+  })
 }

@@ -7,8 +7,9 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { isHello } from '../support/frames.js'
 import { type TestGateway, startGateway } from '../support/gateway.js'
-import { assertSameAsHistory, fiveClientsResume, holderDropsMidBurst, readHistory, resumeAfterExit, turn } from './resume-helpers.js'
+import { assertSameAsHistory, readHistory, resumeScenarios, turn } from './resume-helpers.js'
 
 describe('WebSocket resume (memory store)', () => {
   let gw: TestGateway
@@ -27,7 +28,7 @@ describe('WebSocket resume (memory store)', () => {
     const history = await readHistory(gw, id)
 
     const observer = await gw.connect(id, 'after=20&role=observer')
-    const hello = await observer.waitFor((f) => f.type === 'gateway' && f.subtype === 'hello')
+    const hello = await observer.waitFor(isHello)
     assert.equal(observer.frames[0], hello, 'hello comes first')
     assert.equal(hello.resume, 'ok')
     assert.equal(hello.oldest_seq, 1)
@@ -41,11 +42,11 @@ describe('WebSocket resume (memory store)', () => {
 
     // Without after: live frames only, and hello says so.
     const plain = await gw.connect(id, 'role=observer')
-    const plainHello = await plain.waitFor((f) => f.type === 'gateway' && f.subtype === 'hello')
+    const plainHello = await plain.waitFor(isHello)
     assert.equal(plainHello.resume, 'none')
     // A seq from the future (e.g. a stale client of a wiped store) is treated as "up to date".
     const ahead = await gw.connect(id, `after=${next + 1000}&role=observer`)
-    const aheadHello = await ahead.waitFor((f) => f.type === 'gateway' && f.subtype === 'hello')
+    const aheadHello = await ahead.waitFor(isHello)
     assert.equal(aheadHello.resume, 'ok')
     const last = await turn(gw, id, controller, 'echo again')
     await ahead.until(() => ahead.seqFrames.some((f) => f.seq === last))
@@ -53,15 +54,5 @@ describe('WebSocket resume (memory store)', () => {
     assert.deepEqual(plain.seqFrames, ahead.seqFrames)
   })
 
-  it('the holder drops mid-burst and resumes while the CLI is still producing: every frame once, in order', async () => {
-    await holderDropsMidBurst(gw)
-  })
-
-  it('five clients drop at different points of a burst and resume at once', async () => {
-    await fiveClientsResume(gw)
-  })
-
-  it('a client resumes after the CLI has exited', async () => {
-    await resumeAfterExit(gw)
-  })
+  resumeScenarios(() => gw)
 })

@@ -9,57 +9,14 @@
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { type IncomingHttpHeaders, request as httpRequest } from 'node:http'
 import { after, before, describe, it } from 'node:test'
 import { SignJWT, UnsecuredJWT, exportPKCS8, exportSPKI, generateKeyPair } from 'jose'
-import WebSocket from 'ws'
 import { TOKEN_A, TOKEN_B, type TestGateway, TestClient, eventually, startGateway } from '../support/gateway.js'
+import { raw, upgrade } from '../support/http.js'
 
 const JWT_SECRET = 'jwt-secret-for-tests-0123456789-abcdefghijklmnop'
 const WRONG = 'token-nobody-has-0123456789'
 const UNAUTHORIZED = { statusCode: 401, code: 'unauthorized', message: 'Missing or invalid credentials' }
-
-interface RawReply { status: number, headers: IncomingHttpHeaders, body: any }
-
-/** One request with exactly these headers (node:http, so Host, absolute-form targets and upgrades are ours to set). */
-function raw (gw: TestGateway, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<RawReply> {
-  const { port } = new URL(gw.url)
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, method, path, headers }, (res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (c: string) => { text += c })
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text === '' ? null : JSON.parse(text) }))
-    })
-    req.on('upgrade', (res, socket) => {
-      socket.destroy()
-      resolve({ status: res.statusCode ?? 0, headers: res.headers, body: null })
-    })
-    req.on('error', reject)
-    req.end(body)
-  })
-}
-
-/** A WebSocket upgrade with exactly these headers: the 101's headers, or the refusal's status and JSON body. */
-function upgrade (gw: TestGateway, path: string, headers: Record<string, string> = {}): Promise<RawReply> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(gw.wsUrl + path, { headers })
-    ws.on('error', reject) // after a resolve (terminate below), ignored
-    ws.once('upgrade', (res) => {
-      resolve({ status: 101, headers: res.headers, body: null })
-      ws.terminate()
-    })
-    ws.once('unexpected-response', (_req, res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (c: string) => { text += c })
-      res.on('end', () => {
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text === '' ? null : JSON.parse(text) })
-        ws.terminate()
-      })
-    })
-  })
-}
 
 async function jwt (claims: Record<string, unknown>, opts: { exp?: string | number | null, secret?: string } = {}): Promise<string> {
   const signer = new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setIssuedAt()

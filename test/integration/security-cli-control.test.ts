@@ -10,20 +10,11 @@ import assert from 'node:assert/strict'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { after, before, describe, it, type TestContext } from 'node:test'
+import { after, before, describe, it } from 'node:test'
 import { baseArgs } from '../../src/cli/cli-args.js'
-import { type ArgvDump, TOKEN_B, type TestClient, type TestGateway, eventually, startGateway } from '../support/gateway.js'
-
-const isHello = (f: any): boolean => f.type === 'gateway' && f.subtype === 'hello'
-const isError = (code: string) => (f: any): boolean => f.type === 'gateway' && f.subtype === 'error' && f.code === code
-
-let fences = 0
-/** Returns once the CLI has read (and logged) everything written to its stdin before now. */
-async function fence (holder: TestClient): Promise<void> {
-  const id = `fence-${++fences}`
-  holder.send({ type: 'control_request', request_id: id, request: { subtype: 'mcp_status' } })
-  await holder.waitFor((f) => f.type === 'control_response' && f.response?.request_id === id)
-}
+import { isError } from '../support/frames.js'
+import { type ArgvDump, TOKEN_B, type TestGateway, eventually, startGateway } from '../support/gateway.js'
+import { fence, holderOf } from '../support/sessions.js'
 
 /** The fake CLI's argv/env dump of a session's first spawn (written by the CLI as it starts). */
 function dumpOf (gw: TestGateway, id: string): Promise<ArgvDump> {
@@ -32,14 +23,6 @@ function dumpOf (gw: TestGateway, id: string): Promise<ArgvDump> {
 
 function argvFiles (gw: TestGateway): string[] {
   return existsSync(gw.fakeLogDir) ? readdirSync(gw.fakeLogDir).filter((f) => f.endsWith('.argv.json')) : []
-}
-
-async function holderOf (gw: TestGateway, t: TestContext, body: Record<string, unknown> = {}): Promise<{ id: string, holder: TestClient }> {
-  const id = (await gw.createSession(body)).id as string
-  const holder = await gw.connect(id)
-  t.after(() => holder.terminate())
-  await holder.waitFor(isHello)
-  return { id, holder }
 }
 
 describe('bypassPermissions is off unless the operator allows it', () => {
@@ -126,7 +109,7 @@ describe('bypassPermissions with ALLOW_BYPASS_PERMISSIONS=true', () => {
   it('starts the CLI with --permission-mode=bypassPermissions and forwards set_permission_mode', async (t) => {
     const gw = await startGateway({ env: { ALLOW_BYPASS_PERMISSIONS: 'true' } })
     t.after(() => gw.close())
-    const { id, holder } = await holderOf(gw, t, { permission_mode: 'bypassPermissions' })
+    const { id, holder } = await holderOf(gw, t, { body: { permission_mode: 'bypassPermissions' } })
     assert.ok((await dumpOf(gw, id)).argv.includes('--permission-mode=bypassPermissions'))
     holder.send({ type: 'control_request', request_id: 'to-bypass', request: { subtype: 'set_permission_mode', mode: 'bypassPermissions' } })
     const res = await holder.waitFor((f) => f.type === 'control_response' && f.response?.request_id === 'to-bypass')
@@ -197,7 +180,7 @@ describe('session options never become flags', () => {
       cwd: '--add-dir=',
       metadata: { flag: '--mcp-config=/tmp/evil.json', list: ['--settings', '/tmp/evil.json'] }
     }
-    const { id, holder } = await holderOf(gw, t, options)
+    const { id, holder } = await holderOf(gw, t, { body: options })
     const dump = await dumpOf(gw, id)
     assert.deepEqual(dump.argv, [
       ...baseArgs,

@@ -8,25 +8,11 @@
  */
 import assert from 'node:assert/strict'
 import { request as httpRequest } from 'node:http'
-import { describe, it, type TestContext } from 'node:test'
-import WebSocket from 'ws'
-import { type GatewayOptions, TOKEN_A, TOKEN_B, type TestClient, type TestGateway, eventually, startGateway } from '../support/gateway.js'
-
-const isHello = (f: any): boolean => f.type === 'gateway' && f.subtype === 'hello'
-const errorCode = (f: any): string | undefined => f.type === 'gateway' && f.subtype === 'error' ? f.code : undefined
-
-async function gateway (t: TestContext, options: GatewayOptions = {}): Promise<TestGateway> {
-  const gw = await startGateway(options)
-  t.after(() => gw.close())
-  return gw
-}
-
-async function client (gw: TestGateway, t: TestContext, id: string, query = ''): Promise<TestClient> {
-  const c = await gw.connect(id, query)
-  t.after(() => c.terminate())
-  await c.waitFor(isHello)
-  return c
-}
+import { describe, it } from 'node:test'
+import { errorCode } from '../support/frames.js'
+import { TOKEN_A, TOKEN_B, type TestGateway, eventually } from '../support/gateway.js'
+import { upgradeStatus } from '../support/http.js'
+import { client, gateway } from '../support/sessions.js'
 
 /** Every recorded event of a session, through the history API. */
 async function history (gw: TestGateway, id: string): Promise<any[]> {
@@ -39,21 +25,6 @@ async function history (gw: TestGateway, id: string): Promise<any[]> {
     if (!page.body.has_more) return all
     after = page.body.next_after
   }
-}
-
-/** Status and JSON body of an upgrade the server refuses (101 when it accepts). */
-function upgradeStatus (url: string): Promise<{ status: number, body: any }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${TOKEN_A}` } })
-    ws.on('error', reject)
-    ws.once('open', () => { resolve({ status: 101, body: null }); ws.terminate() })
-    ws.once('unexpected-response', (_req, res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (c: string) => { text += c })
-      res.on('end', () => { resolve({ status: res.statusCode ?? 0, body: text === '' ? null : JSON.parse(text) }); ws.terminate() })
-    })
-  })
 }
 
 describe('REST limits', () => {
@@ -132,18 +103,18 @@ describe('WebSocket limits', () => {
     const id = (await gw.createSession()).id
     const one = await client(gw, t, id)
     await client(gw, t, id, 'role=observer')
-    const refused = await upgradeStatus(`${gw.wsUrl}/v1/sessions/${id}/ws`)
+    const refused = await upgradeStatus(`${gw.wsUrl}/v1/sessions/${id}/ws`, TOKEN_A)
     assert.equal(refused.status, 429)
     assert.deepEqual(Object.keys(refused.body).sort(), ['code', 'message', 'statusCode'])
     assert.equal(refused.body.code, 'too_many_clients')
     assert.equal((await gw.request('GET', `/v1/sessions/${id}`)).body.clients, 2)
     // Another session is not affected.
     const other = (await gw.createSession()).id
-    assert.equal((await upgradeStatus(`${gw.wsUrl}/v1/sessions/${other}/ws`)).status, 101)
+    assert.equal((await upgradeStatus(`${gw.wsUrl}/v1/sessions/${other}/ws`, TOKEN_A)).status, 101)
 
     one.terminate()
     await eventually(async () => (await gw.request('GET', `/v1/sessions/${id}`)).body.clients === 1, 5000, 'the first client to be detached')
-    assert.equal((await upgradeStatus(`${gw.wsUrl}/v1/sessions/${id}/ws`)).status, 101)
+    assert.equal((await upgradeStatus(`${gw.wsUrl}/v1/sessions/${id}/ws`, TOKEN_A)).status, 101)
   })
 
   it('counts event streams (SSE) against MAX_CLIENTS_PER_SESSION too, so they can neither pile up nor lock WebSockets out unbounded', async (t) => {
@@ -163,7 +134,7 @@ describe('WebSocket limits', () => {
     const third = await open()
     assert.equal(third.status, 429)
     assert.equal(third.body.code, 'too_many_clients')
-    assert.equal((await upgradeStatus(`${gw.wsUrl}/v1/sessions/${id}/ws`)).status, 429)
+    assert.equal((await upgradeStatus(`${gw.wsUrl}/v1/sessions/${id}/ws`, TOKEN_A)).status, 429)
     assert.equal((await gw.request('GET', `/v1/sessions/${id}`)).body.clients, 2)
   })
 

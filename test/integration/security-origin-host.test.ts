@@ -5,50 +5,12 @@
  * evil.example resolved to 127.0.0.1 still sends `Host: evil.example`).
  */
 import assert from 'node:assert/strict'
-import { type IncomingHttpHeaders, request as httpRequest } from 'node:http'
 import { after, before, describe, it } from 'node:test'
-import WebSocket from 'ws'
 import { TOKEN_A, type TestGateway, startGateway } from '../support/gateway.js'
+import { raw, upgrade } from '../support/http.js'
 
 const LISTED = 'https://app.example'
 const EVIL = 'https://evil.example'
-
-interface Reply { status: number, headers: IncomingHttpHeaders, body: any }
-
-function raw (gw: TestGateway, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<Reply> {
-  const { port } = new URL(gw.url)
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, method, path, headers }, (res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (c: string) => { text += c })
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text === '' ? null : JSON.parse(text) }))
-    })
-    req.on('error', reject)
-    req.end(body)
-  })
-}
-
-/** A WebSocket upgrade with these headers: the 101's headers, or the refusal's status and JSON body. */
-function upgrade (gw: TestGateway, path: string, headers: Record<string, string>): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(gw.wsUrl + path, { headers })
-    ws.on('error', reject)
-    ws.once('upgrade', (res) => {
-      resolve({ status: 101, headers: res.headers, body: null })
-      ws.terminate()
-    })
-    ws.once('unexpected-response', (_req, res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (c: string) => { text += c })
-      res.on('end', () => {
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text === '' ? null : JSON.parse(text) })
-        ws.terminate()
-      })
-    })
-  })
-}
 
 const auth = { authorization: `Bearer ${TOKEN_A}` }
 

@@ -7,25 +7,11 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
-import WebSocket from 'ws'
+import { isPrompt } from '../support/frames.js'
 import { TOKEN_B, type TestClient, type TestGateway, startGateway } from '../support/gateway.js'
+import { upgradeStatus } from '../support/http.js'
 
 const NOT_FOUND = { statusCode: 404, code: 'session_not_found', message: 'No such session' }
-
-/** Status and JSON body of a refused WebSocket upgrade (or 101). */
-function upgradeStatus (url: string, token?: string): Promise<{ status: number, body: any }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers: token === undefined ? {} : { authorization: `Bearer ${token}` } })
-    ws.on('error', reject)
-    ws.once('open', () => { resolve({ status: 101, body: null }); ws.terminate() })
-    ws.once('unexpected-response', (_req, res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (c: string) => { text += c })
-      res.on('end', () => { resolve({ status: res.statusCode ?? 0, body: text === '' ? null : JSON.parse(text) }); ws.terminate() })
-    })
-  })
-}
 
 describe('tenant isolation', () => {
   let gw: TestGateway
@@ -41,7 +27,7 @@ describe('tenant isolation', () => {
     pid = created.pid
     holder = await gw.connect(id)
     holder.sendUser('ask Bash touch isolation.txt')
-    prompt = await holder.waitFor((f) => f.type === 'control_request' && f.request?.subtype === 'can_use_tool')
+    prompt = await holder.waitFor(isPrompt)
   })
   after(() => gw.close())
 

@@ -23,7 +23,7 @@ import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type TestClient, type TestGateway, eventually, processAlive, startGateway } from './gateway.js'
-import { type MockAnthropic, type RecordedRequest, claudeEnv, resolveClaudeBin, startMockAnthropic } from './mock-anthropic.js'
+import { type MockAnthropic, type RecordedRequest, claudeEnv, lastUserText, resolveClaudeBin, startMockAnthropic } from './mock-anthropic.js'
 
 /** Deadline of one e2e test (each one starts one or two real CLIs). */
 export const E2E_TEST_TIMEOUT_MS = 60_000
@@ -230,6 +230,13 @@ export const isGateway = (subtype: string, fields: Record<string, unknown> = {})
   f?.type === 'gateway' && f.subtype === subtype && Object.entries(fields).every(([k, v]) => f[k] === v)
 
 export const isCanUseTool = (f: any): boolean => f?.type === 'control_request' && f.request?.subtype === 'can_use_tool'
+
+/**
+ * The streamed request of the turn prompted with `text`. Its last user message
+ * may carry more before the prompt (after set_model, the CLI prepends a
+ * transcript of the `/model` command to it).
+ */
+export const streamedPrompt = (text: string) => (r: RecordedRequest): boolean => r.stream && lastUserText(r.body).endsWith(text)
 
 /** The CLI's control_response to a request a client (or the gateway) sent. */
 export const isResponseTo = (requestId: string) => (f: any): boolean =>

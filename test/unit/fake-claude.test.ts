@@ -9,6 +9,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { label } from '../support/frames.js'
 
 const FAKE = fileURLToPath(new URL('../fixtures/fake-claude.mjs', import.meta.url))
 // Recorded stdout of the real CLI 2.1.332: the shared reference set, then the repo's own recordings.
@@ -28,15 +29,6 @@ function dig(value: unknown, ...keys: Array<string | number>): unknown {
     cur = (cur as Record<string | number, unknown>)[key]
   }
   return cur
-}
-
-/** The label INDEX.md uses: type, then /subtype (also of control requests/responses), then :state. */
-function label(m: Msg): string {
-  const sub = m.subtype ?? dig(m, 'response', 'subtype') ?? dig(m, 'request', 'subtype')
-  let s = String(m.type)
-  if (typeof sub === 'string' && m.type !== 'assistant' && m.type !== 'user') s += `/${sub}`
-  if (m.subtype === 'session_state_changed') s += `:${String(m.state)}`
-  return s
 }
 
 /** Labels of a recorded stdout; the inline fallback (same content) keeps the test usable without the recordings. */
