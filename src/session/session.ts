@@ -17,21 +17,10 @@ import { type PendingRequest, PermissionBroker, completePermissionAnswer, mentio
 import { type ClientFrame, type ControlResponseFrame, permissionAnswer } from '../protocol/client-frames.js'
 import type { EventStore, ExitInfo, SessionRecord, SessionStatus } from '../store/store.js'
 import { EventLog, type LogEvent } from './event-log.js'
+import { Audience, type ClientPort, type Role } from './audience.js'
 import { errorFrame, gatewayFrame, isRecord, pendingNotice, withSeq } from './frames.js'
 
-/** A connected client as the session sees it. */
-export interface ClientPort {
-  readonly id: string
-  send: (data: string | Buffer) => void
-  /**
-   * Null when more may be sent now, else a promise that settles once the client
-   * has read its backlog (or is gone). Replays wait on it, so a client catching
-   * up on a long history is not cut off as a slow consumer.
-   */
-  writable?: () => Promise<void> | null
-}
-
-export type Role = 'controller' | 'observer'
+export type { ClientPort, Role } from './audience.js'
 
 export interface SessionLimits {
   permissionTimeoutMs: number
@@ -55,16 +44,6 @@ export interface SessionDeps {
   logger: Logger
 }
 
-interface Attachment {
-  port: ClientPort
-  requested: Role
-  order: number
-  /** Live frames that arrived while this client was being replayed to; null once live. */
-  backlog: LogEvent[] | null
-  /** Set once its hello is sent: notices for every client skip it before (hello states the same). */
-  greeted: boolean
-}
-
 export interface AnswerInput {
   subtype: 'success' | 'error'
   response?: Record<string, unknown> | undefined
@@ -83,11 +62,9 @@ export class Session {
   readonly #record: SessionRecord
   readonly #events: EventLog
   readonly #broker: PermissionBroker
-  readonly #clients = new Map<ClientPort, Attachment>()
+  readonly #audience = new Audience()
   readonly #clientRequests = new Map<string, { port: ClientPort, timer: NodeJS.Timeout }>()
   readonly #seenUuids = new Set<string>()
-  #holder: Attachment | null = null
-  #attachCount = 0
   #cli: CliHandle | null = null
   #stopping = false
   #turnsPending = 0
@@ -105,13 +82,13 @@ export class Session {
       lastSeq: record.last_seq,
       maxUnsaved: deps.limits.storeQueueMax,
       logger: deps.logger,
-      onCommit: (events) => this.#broadcast(events),
+      onCommit: (events) => this.#audience.broadcast(events),
       onDegraded: (degraded) => {
-        this.#sendAll(gatewayFrame('store', { state: degraded ? 'degraded' : 'ok' }))
+        this.#audience.sendAll(gatewayFrame('store', { state: degraded ? 'degraded' : 'ok' }))
         // The store may have lost the record meanwhile (e.g. Redis restarted without persistence): save it again.
         if (!degraded) this.#persist()
       },
-      onOverflow: (dropped) => this.#sendAll(errorFrame('store_overflow', errorTable.store_overflow.message, { dropped }))
+      onOverflow: (dropped) => this.#audience.sendAll(errorFrame('store_overflow', errorTable.store_overflow.message, { dropped }))
     })
     this.#broker = new PermissionBroker({
       permissionTimeoutMs: deps.limits.permissionTimeoutMs,
@@ -124,7 +101,7 @@ export class Session {
   get status (): SessionStatus { return this.#record.status }
   get running (): boolean { return this.#cli !== null }
   get degraded (): boolean { return this.#events.degraded }
-  get clientCount (): number { return this.#clients.size }
+  get clientCount (): number { return this.#audience.size }
   get pendingRequests (): PendingRequest[] { return this.#broker.list() }
   get events (): EventLog { return this.#events }
 
@@ -137,8 +114,8 @@ export class Session {
       created_at: r.created_at,
       updated_at: r.updated_at,
       last_seq: this.#events.lastSeq,
-      clients: this.#clients.size,
-      holder: this.#holder?.port.id ?? null,
+      clients: this.#audience.size,
+      holder: this.#audience.holder?.port.id ?? null,
       pid: this.#cli?.pid ?? null,
       turn_running: this.#turnsPending > 0,
       pending_requests: this.#broker.size,
@@ -200,8 +177,7 @@ export class Session {
    * (from the store), then live ones: no gap, no duplicate. `hello` comes first.
    */
   async attach (port: ClientPort, options: { role: Role, after?: number | undefined }): Promise<void> {
-    const att: Attachment = { port, requested: options.role, order: ++this.#attachCount, backlog: [], greeted: false }
-    this.#clients.set(port, att)
+    const att = this.#audience.add(port, options.role)
     this.#disarmIdle()
     const upTo = this.#events.committedSeq
     let from = upTo
@@ -217,13 +193,14 @@ export class Session {
       resume = missing ? 'gap' : 'ok'
       if (missing) from = first === null ? upTo : (first as number) - 1
     }
-    if (!this.#clients.has(port)) return
-    if (options.role === 'controller') this.#holder = att
+    if (!this.#audience.has(port)) return
+    if (options.role === 'controller') this.#audience.hold(att)
+    const holder = this.#audience.holder
     port.send(gatewayFrame('hello', {
       session_id: this.id,
       client_id: port.id,
-      role: this.#holder === att ? 'controller' : 'observer',
-      holder: this.#holder?.port.id ?? null,
+      role: holder === att ? 'controller' : 'observer',
+      holder: holder?.port.id ?? null,
       status: this.#record.status,
       last_seq: upTo,
       resume,
@@ -232,7 +209,7 @@ export class Session {
       pending_requests: this.#broker.list().map((p) => p.requestId)
     }))
     att.greeted = true
-    if (options.role === 'controller') this.#announceHolder(att, att)
+    if (options.role === 'controller') this.#audience.announceHolder(att)
 
     let cursor = from
     // Replayed up to here while another client held the session: control requests went out as notices.
@@ -246,42 +223,35 @@ export class Session {
         port.send(errorFrame('store_unavailable', `Replay stopped at seq ${cursor}: the event store did not answer`))
         break
       }
-      if (page.length === 0 || !this.#clients.has(port)) break
+      if (page.length === 0 || !this.#audience.has(port)) break
       for (const event of page) {
-        port.send(this.#render(event, att))
+        port.send(this.#audience.render(event, att))
         const wait = port.writable?.() ?? null
         if (wait !== null) await wait
       }
       cursor = (page[page.length - 1] as LogEvent).seq
-      if (this.#holder !== att) noticedUpTo = cursor
+      if (this.#audience.holder !== att) noticedUpTo = cursor
     }
     // Live frames held during the replay go out the same way; more may be held while it waits.
     const backlog = att.backlog ?? []
-    for (let i = 0; i < backlog.length && this.#clients.has(port); i++) {
+    for (let i = 0; i < backlog.length && this.#audience.has(port); i++) {
       const event = backlog[i] as LogEvent
       if (event.seq <= cursor) continue
-      port.send(this.#render(event, att))
+      port.send(this.#audience.render(event, att))
       const wait = port.writable?.() ?? null
       if (wait !== null) await wait
     }
     att.backlog = null
-    if (this.#holder === att) this.#redeliver(att, noticedUpTo)
+    if (this.#audience.holder === att) this.#redeliver(att.port, noticedUpTo)
   }
 
   detach (port: ClientPort): void {
-    const att = this.#clients.get(port)
-    if (att === undefined) return
-    this.#clients.delete(port)
-    if (this.#holder === att) {
-      let next: Attachment | null = null
-      for (const other of this.#clients.values()) {
-        if (other.requested === 'controller' && (next === null || other.order > next.order)) next = other
-      }
-      this.#holder = next
-      this.#announceHolder(next)
+    const next = this.#audience.remove(port)
+    if (next !== undefined) {
+      this.#audience.announceHolder()
       // Only what it was sent as notices: later frames reach it live as the holder's. A client
       // still being replayed to gets its pending requests when its attach ends.
-      if (next !== null && next.backlog === null) this.#redeliver(next, this.#events.committedSeq)
+      if (next !== null && next.backlog === null) this.#redeliver(next.port, this.#events.committedSeq)
     }
     this.#armIdle()
   }
@@ -291,7 +261,7 @@ export class Session {
     if (frame.type === 'keep_alive') return
     const fail = (code: ErrorCode, message?: string, extra: Record<string, unknown> = {}): void =>
       port.send(errorFrame(code, message ?? errorTable[code].message, extra))
-    if (this.#holder?.port !== port) {
+    if (!this.#audience.isHolder(port)) {
       fail('not_holder', undefined, frame.type === 'user' ? {} : { request_id: requestIdOf(frame) })
       return
     }
@@ -467,47 +437,9 @@ export class Session {
   }
 
   /** Sends a new holder the pending requests it has not been given in full. */
-  #redeliver (att: Attachment, seenUpTo: number): void {
+  #redeliver (port: ClientPort, seenUpTo: number): void {
     for (const pending of this.#broker.list()) {
-      if (pending.seq <= seenUpTo) att.port.send(pending.frame)
-    }
-  }
-
-  // ---- fan-out ----
-
-  #broadcast (events: LogEvent[]): void {
-    if (this.#clients.size === 0) return
-    for (const event of events) {
-      let shared: Buffer | null = null
-      for (const att of this.#clients.values()) {
-        if (att.backlog !== null) { att.backlog.push(event); continue }
-        if (event.observerFrame !== undefined && att !== this.#holder) { att.port.send(event.observerFrame); continue }
-        // One Buffer per frame, whatever the number of clients.
-        shared ??= Buffer.from(event.frame)
-        att.port.send(shared)
-      }
-    }
-  }
-
-  /** A stored event as this client should see it (observers get notices for control requests). */
-  #render (event: LogEvent, att: Attachment): string {
-    if (att === this.#holder) return event.frame
-    if (event.observerFrame !== undefined) return event.observerFrame
-    if (!event.frame.includes('"control_request"')) return event.frame
-    const msg = JSON.parse(event.frame) as Record<string, unknown>
-    if (msg.type !== 'control_request') return event.frame
-    return pendingNotice(event.seq, String(msg.request_id), isRecord(msg.request) ? msg.request : {})
-  }
-
-  #sendAll (frame: string): void {
-    for (const att of this.#clients.values()) if (att.greeted) att.port.send(frame)
-  }
-
-  /** Tells every client (but `except`, whose hello said it) who holds the session now. */
-  #announceHolder (holder: Attachment | null, except: Attachment | null = null): void {
-    for (const att of this.#clients.values()) {
-      if (att === except || !att.greeted) continue
-      att.port.send(gatewayFrame('holder', { holder: holder?.port.id ?? null, role: att === holder ? 'controller' : 'observer' }))
+      if (pending.seq <= seenUpTo) port.send(pending.frame)
     }
   }
 
@@ -539,7 +471,7 @@ export class Session {
   #armIdle (): void {
     const ms = this.#deps.limits.idleTimeoutMs
     if (ms <= 0 || this.#idleTimer !== null || this.#cli === null || this.#stopping) return
-    if (this.#clients.size > 0 || this.#turnsPending > 0 || this.#broker.size > 0) return
+    if (this.#audience.size > 0 || this.#turnsPending > 0 || this.#broker.size > 0) return
     this.#idleTimer = setTimeout(() => {
       this.#idleTimer = null
       void this.stop('idle')
