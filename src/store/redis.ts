@@ -39,6 +39,7 @@
  * 500 ms between attempts), so calls work again soon after Redis is back.
  * An injected client keeps its own options; configure it likewise.
  */
+import { createHash } from 'node:crypto'
 import { type Cluster, Redis, type RedisOptions } from 'ioredis'
 import {
   type EventStore, type ListOptions, type RetentionOptions, type SessionPage,
@@ -65,19 +66,27 @@ export interface RedisStoreConfig {
 }
 
 /**
- * Appends `<id> <frame>` pairs (ARGV[2..]) to the stream KEYS[1] in order,
+ * Appends `<id> <frame>` pairs (ARGV[3..]) to the stream KEYS[1] in order,
  * `XADD key MAXLEN ~ ARGV[1] <id> f <frame>` each. An id that is not above
  * the stream's last id (the error Redis gives for a seq already held) is
- * skipped; any other error stops the script and is returned.
+ * skipped; any other error stops the script and is returned. With ARGV[2]
+ * = "1", a stream without a TTL then gets the remaining TTL of the session's
+ * record KEYS[2]: a stream created after the session ended (a late retried
+ * batch) must expire with its record.
  */
 const APPEND_SCRIPT = `local max = ARGV[1]
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   local r = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', max, ARGV[i], 'f', ARGV[i + 1])
   if type(r) == 'table' and r.err ~= nil and not string.find(r.err, 'equal or smaller than the target stream top item', 1, true) then
     return r
   end
 end
+if ARGV[2] == '1' and redis.call('PTTL', KEYS[1]) == -1 then
+  local left = redis.call('PTTL', KEYS[2])
+  if left > 0 then redis.call('PEXPIRE', KEYS[1], left) end
+end
 return 0`
+const APPEND_SHA = createHash('sha1').update(APPEND_SCRIPT).digest('hex')
 /** A script call carries at most this many events, and stops growing past this many frame characters. */
 const APPEND_CHUNK_EVENTS = 500
 const APPEND_CHUNK_CHARS = 1024 * 1024
@@ -139,43 +148,43 @@ export class RedisStore implements EventStore {
       if (!Number.isSafeInteger(e.seq)) throw new TypeError(`seq must be an integer, got ${e.seq}`)
     }
     const key = this.#events(sessionId)
+    const meta = this.#meta(sessionId)
     const max = this.#retention.maxEventsPerSession
     const ttl = this.#retention.ttlSecondsAfterEnd
-    const pipeline = this.#client.pipeline()
-    // One script call per chunk instead of one XADD command per event: the
-    // same XADDs run inside Redis, without a command and a reply per event.
-    let chunks = 0
-    let args: Array<string | number> = [max]
+    // One script call per chunk (usually one per batch) instead of one XADD
+    // per event plus the TTL checks: the same commands run inside Redis,
+    // without a command, a reply and a client-side object per event.
+    const chunks: Array<Array<string | number>> = []
+    let args: Array<string | number> = [max, '0']
     let chunkChars = 0
     for (const e of fresh) {
       args.push(`${e.seq}-0`, e.frame)
       chunkChars += e.frame.length
-      if (args.length > 2 * APPEND_CHUNK_EVENTS || chunkChars >= APPEND_CHUNK_CHARS) {
-        pipeline.eval(APPEND_SCRIPT, 1, key, ...args)
-        chunks++
-        args = [max]
+      if (args.length >= 2 + 2 * APPEND_CHUNK_EVENTS || chunkChars >= APPEND_CHUNK_CHARS) {
+        chunks.push(args)
+        args = [max, '0']
         chunkChars = 0
       }
     }
-    if (args.length > 1) {
-      pipeline.eval(APPEND_SCRIPT, 1, key, ...args)
-      chunks++
+    if (args.length > 2) chunks.push(args)
+    // The TTL check runs once, after the last event.
+    if (ttl > 0) (chunks[chunks.length - 1] as Array<string | number>)[1] = '1'
+    if (chunks.length === 1) {
+      const only = chunks[0] as Array<string | number>
+      try {
+        // By hash, so the script text is not sent (and hashed by Redis) every time.
+        await this.#client.evalsha(APPEND_SHA, 2, key, meta, ...only)
+      } catch (err) {
+        if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err
+        await this.#client.eval(APPEND_SCRIPT, 2, key, meta, ...only) // loads it for next time
+      }
+      return
     }
-    // A stream created after the session ended (a late retried batch) must expire with its record.
-    if (ttl > 0) pipeline.pttl(this.#meta(sessionId)).pttl(key)
+    const pipeline = this.#client.pipeline()
+    for (const chunk of chunks) pipeline.eval(APPEND_SCRIPT, 2, key, meta, ...chunk)
     const results = await pipeline.exec()
     if (results === null) throw new Error('redis pipeline was aborted')
-    for (let i = 0; i < chunks; i++) {
-      const error = results[i]?.[0]
-      if (error != null) throw error
-    }
-    if (ttl > 0) {
-      const [metaErr, metaTtl] = results[chunks] ?? []
-      const [eventsErr, eventsTtl] = results[chunks + 1] ?? []
-      if (metaErr != null) throw metaErr
-      if (eventsErr != null) throw eventsErr
-      if (eventsTtl === -1 && typeof metaTtl === 'number' && metaTtl > 0) await this.#client.pexpire(key, metaTtl)
-    }
+    for (const [error] of results) if (error != null) throw error
   }
 
   async read (sessionId: string, after: number, limit: number): Promise<StoredEvent[]> {
@@ -309,6 +318,10 @@ export class RedisStore implements EventStore {
 function clientOptions (commandTimeoutMs: number): RedisOptions {
   return {
     enableAutoPipelining: true,
+    // Appends go out at once, as one command: auto-pipelining would hold each
+    // one to the end of the event-loop turn (setImmediate) behind a pipeline
+    // object, costing latency and GC time per relayed batch.
+    autoPipeliningIgnoredCommands: ['evalsha', 'eval'],
     enableOfflineQueue: true,
     maxRetriesPerRequest: 1,
     commandTimeout: commandTimeoutMs,

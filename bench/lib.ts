@@ -1,0 +1,338 @@
+/**
+ * Process plumbing for bench/run.ts: the gateway under test (bench/gateway-proc.ts),
+ * the raw-pipe baseline (bench/raw-pipe.mjs) and client processes
+ * (bench/clients.mjs), each a child process; Redis key clean-up; /proc reads.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { fileURLToPath } from 'node:url'
+import { Redis } from 'ioredis'
+
+export const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url))
+export const ROOT = join(BENCH_DIR, '..')
+export const LOAD_CLI = join(BENCH_DIR, 'load-cli.mjs')
+export const LIGHT_CLI = join(BENCH_DIR, 'light-cli.sh')
+export const TOKEN = 'bench-token-0123456789abcdef'
+export const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+const children = new Set<ChildProcess>()
+/** Redis key prefixes of gateways not closed yet (cleaned up on interrupt). */
+export const livePrefixes = new Set<string>()
+
+/** Ends every child this process started (by pid) — used on errors and at exit. */
+export function killChildren (): void {
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) {
+      try { child.kill('SIGKILL') } catch { /* gone */ }
+    }
+  }
+}
+
+export function sleep (ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+/** VmRSS of a process in bytes, from /proc/<pid>/status. */
+export function procRss (pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const m = /VmRSS:\s+(\d+) kB/.exec(status)
+  return m === null ? 0 : Number(m[1]) * 1024
+}
+
+/** CPU time (user + system, all threads) a process has used, in ms, from /proc/<pid>/stat. */
+export function procCpuMs (pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  // utime and stime are fields 14 and 15 of the whole line (11 and 12 after the command).
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS
+}
+
+const CLOCK_TICKS = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
+  } catch {
+    return 100
+  }
+})()
+
+/** Open file descriptors of a process. */
+export function procFds (pid: number): number {
+  try {
+    return readdirSync(`/proc/${pid}/fd`).length
+  } catch {
+    return 0
+  }
+}
+
+/** The hard limit on open files for this process (children inherit it; Node raises the soft limit to it). */
+export function openFileLimit (): number {
+  const limits = readFileSync('/proc/self/limits', 'utf8')
+  const m = /Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/.exec(limits)
+  if (m === null) return 1024
+  return m[2] === 'unlimited' ? 1_000_000 : Number(m[2])
+}
+
+export interface GatewayStats {
+  rss: number
+  heap_used: number
+  external: number
+  array_buffers: number
+  handles: number
+  handle_types: Record<string, number>
+  ws_clients: number
+  running_sessions: number
+  /** VmRSS read from /proc right after the in-process GC. */
+  proc_rss: number
+  fds: number
+}
+
+export interface Gateway {
+  pid: number
+  port: number
+  http: string
+  ws: string
+  prefix: string
+  dataDir: string
+  stats: () => Promise<GatewayStats>
+  /** Starts (label) or ends (null) a profiling window; a no-op unless started with profileDir. */
+  profile: (label: string | null) => Promise<void>
+  /** Writes a heap snapshot into profileDir (diagnostics); its path, or null without profileDir. */
+  snapshot: (label: string) => Promise<string | null>
+  createSession: () => Promise<string>
+  close: () => Promise<void>
+}
+
+export interface GatewayOptions {
+  env?: Record<string, string>
+  claudeBin?: string
+  /** Directory for a CPU profile of the gateway process (start-up excluded). */
+  profileDir?: string | undefined
+  /** `cpu` (default), `heap` (sampled allocations) or `heap-survivors` (only those that outlived a scavenge). */
+  profileKind?: 'cpu' | 'heap' | 'heap-survivors' | undefined
+}
+
+/** Starts bench/gateway-proc.ts with Redis on, LOG_LEVEL=warn and the bench's limits. */
+export async function startGateway (options: GatewayOptions = {}): Promise<Gateway> {
+  const prefix = `cgwbench:${process.pid}-${randomBytes(4).toString('hex')}:`
+  livePrefixes.add(prefix)
+  const dataDir = mkdtempSync(join(tmpdir(), 'cgw-bench-'))
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    DATA_DIR: dataDir,
+    CLAUDE_BIN: options.claudeBin ?? LOAD_CLI,
+    GATEWAY_TOKENS: `${TOKEN}=bench`,
+    REDIS_URL,
+    REDIS_PREFIX: prefix,
+    IDLE_TIMEOUT_MS: '0',
+    MAX_SESSIONS: '1000',
+    MAX_SESSIONS_PER_TENANT: '1000',
+    MAX_CLIENTS_PER_SESSION: '20000',
+    RATE_LIMIT_PER_MINUTE: '10000000',
+    WS_MAX_FRAMES_PER_SEC: '100000',
+    EVENTS_MAX_PER_SESSION: '5000000',
+    TENANT_CONFIG_DIRS: 'false',
+    CLI_STOP_TIMEOUT_MS: '1000',
+    SHUTDOWN_GRACE_MS: '5000',
+    ...options.env
+  }
+  if (options.profileDir !== undefined) {
+    env.BENCH_PROFILE_DIR = options.profileDir
+    if (options.profileKind !== undefined) env.BENCH_PROFILE_KIND = options.profileKind
+  }
+  // BENCH_GATEWAY_PROC: another tree's gateway-proc.ts (A/B comparisons of src changes).
+  const entry = process.env.BENCH_GATEWAY_PROC ?? join(BENCH_DIR, 'gateway-proc.ts')
+  // BENCH_GATEWAY_NODE_ARGS: extra node flags for the gateway (diagnostics, e.g. --trace-gc).
+  const extra = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(/\s+/).filter((a) => a !== '')
+  const args = ['--import', 'tsx', '--expose-gc', ...extra, entry]
+  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  children.add(child)
+  let nextId = 1
+  const waiting = new Map<number, (stats: any) => void>()
+  const ready = new Promise<{ port: number }>((resolve, reject) => {
+    child.on('message', (message: any) => {
+      if (message.ready === true) resolve({ port: message.port })
+      else if (message.id !== undefined) {
+        waiting.get(message.id)?.(message.stats)
+        waiting.delete(message.id)
+      }
+    })
+    child.once('exit', (code) => reject(new Error(`gateway exited with ${code} before it was ready`)))
+  })
+  const { port } = await Promise.race([ready, sleep(30_000).then(() => { throw new Error('gateway did not start in 30 s') })])
+  const pid = child.pid as number
+  const http = `http://127.0.0.1:${port}`
+  const exited = new Promise<void>((resolve) => {
+    if (child.exitCode !== null) resolve()
+    else child.once('exit', () => resolve())
+  })
+  return {
+    pid,
+    port,
+    http,
+    ws: `ws://127.0.0.1:${port}`,
+    prefix,
+    dataDir,
+    async stats () {
+      const id = nextId++
+      const got = new Promise<any>((resolve) => waiting.set(id, resolve))
+      child.send({ cmd: 'stats', id })
+      const stats = await got
+      return { ...stats, proc_rss: procRss(pid), fds: procFds(pid) }
+    },
+    async profile (label) {
+      if (options.profileDir === undefined) return
+      const id = nextId++
+      const done = new Promise<any>((resolve) => waiting.set(id, resolve))
+      child.send(label === null ? { cmd: 'unprofile', id } : { cmd: 'profile', id, label })
+      await done
+    },
+    async snapshot (label) {
+      if (options.profileDir === undefined) return null
+      const id = nextId++
+      const done = new Promise<any>((resolve) => waiting.set(id, resolve))
+      child.send({ cmd: 'snapshot', id, label })
+      return ((await done) as { file: string }).file
+    },
+    async createSession () {
+      const res = await fetch(`${http}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: '{}' })
+      const body = await res.json() as any
+      if (res.status !== 201) throw new Error(`create session: ${res.status} ${JSON.stringify(body)}`)
+      return body.id as string
+    },
+    async close () {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.send({ cmd: 'close' })
+        await Promise.race([exited, sleep(20_000)])
+        if (child.exitCode === null && child.signalCode === null) {
+          child.kill('SIGKILL')
+          await exited
+        }
+      }
+      children.delete(child)
+      await deleteKeys(prefix)
+      livePrefixes.delete(prefix)
+      rmSync(dataDir, { recursive: true, force: true })
+    }
+  }
+}
+
+export interface RawPipe {
+  pid: number
+  ws: string
+  close: () => Promise<void>
+}
+
+/** Starts bench/raw-pipe.mjs (generator → bare ws server). */
+export async function startRawPipe (): Promise<RawPipe> {
+  const child = spawn(process.execPath, [join(BENCH_DIR, 'raw-pipe.mjs')], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+  children.add(child)
+  const rl = createInterface({ input: child.stdout as NodeJS.ReadableStream })
+  const first = await new Promise<string>((resolve, reject) => {
+    rl.once('line', resolve)
+    child.once('exit', (code) => reject(new Error(`raw pipe exited with ${code}`)))
+  })
+  const { port } = JSON.parse(first) as { port: number }
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  return {
+    pid: child.pid as number,
+    ws: `ws://127.0.0.1:${port}`,
+    async close () {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM')
+        await Promise.race([exited, sleep(5000)])
+        if (child.exitCode === null) child.kill('SIGKILL')
+      }
+      children.delete(child)
+    }
+  }
+}
+
+export interface ClientsProc {
+  /** Resolves with the next {"event":...} line. */
+  nextEvent: () => Promise<any>
+  command: (line: string) => void
+  /** Resolves with the final {"result":...}; rejects on {"error":...}. */
+  result: Promise<any>
+}
+
+/** Runs bench/clients.mjs with `cfg` (see its modes). */
+export function runClients (cfg: Record<string, unknown>): ClientsProc {
+  const child = spawn(process.execPath, [join(BENCH_DIR, 'clients.mjs')], {
+    cwd: ROOT,
+    env: { ...process.env, BENCH_CFG: JSON.stringify(cfg) },
+    stdio: ['pipe', 'pipe', 'inherit']
+  })
+  children.add(child)
+  const events: any[] = []
+  const eventWaiters: Array<(e: any) => void> = []
+  let settle: { resolve: (v: any) => void, reject: (e: Error) => void } | null = null
+  const result = new Promise<any>((resolve, reject) => { settle = { resolve, reject } })
+  let final: any = null
+  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+    let msg: any
+    try { msg = JSON.parse(line) } catch { process.stderr.write(`clients: ${line}\n`); return }
+    if (msg.event !== undefined) {
+      const w = eventWaiters.shift()
+      if (w !== undefined) w(msg)
+      else events.push(msg)
+    } else {
+      final = msg
+    }
+  })
+  child.once('exit', (code) => {
+    children.delete(child)
+    if (final?.result !== undefined) settle?.resolve(final.result)
+    else settle?.reject(new Error(`clients (${String(cfg.mode)}) failed (exit ${code}): ${final?.error ?? 'no result'}`))
+  })
+  return {
+    nextEvent: () => {
+      const e = events.shift()
+      return e !== undefined ? Promise.resolve(e) : new Promise((resolve) => eventWaiters.push(resolve))
+    },
+    command: (line) => { child.stdin?.write(line + '\n') },
+    result
+  }
+}
+
+/** The redis-server pid when it runs on this machine (for its CPU time), else null. */
+export async function redisPid (): Promise<number | null> {
+  try {
+    const info = await redisClient().info('server')
+    const pid = Number(/process_id:(\d+)/.exec(info)?.[1])
+    if (!Number.isInteger(pid) || !readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('redis')) return null
+    return pid
+  } catch {
+    return null
+  }
+}
+
+let redis: Redis | null = null
+export function redisClient (): Redis {
+  redis ??= new Redis(REDIS_URL, { enableAutoPipelining: true, maxRetriesPerRequest: 1, lazyConnect: false })
+  return redis
+}
+
+export async function closeRedis (): Promise<void> {
+  if (redis !== null) { await redis.quit().catch(() => {}); redis = null }
+}
+
+/** Deletes every key under `prefix` (SCAN + UNLINK). */
+export async function deleteKeys (prefix: string): Promise<number> {
+  const r = redisClient()
+  let cursor = '0'
+  let deleted = 0
+  do {
+    const [next, keys] = await r.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
+    cursor = next
+    if (keys.length > 0) deleted += await r.unlink(...keys)
+  } while (cursor !== '0')
+  return deleted
+}

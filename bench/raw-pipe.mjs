@@ -1,0 +1,57 @@
+#!/usr/bin/env node
+// Raw-pipe baseline: the same load generator, its stdout lines forwarded as-is
+// to every connected WebSocket client over a bare `ws` server. No JSON
+// parsing, no seq, no store, no routing, no auth: just newline splitting and
+// ws.send. Client text frames are written to the generator's stdin verbatim
+// (one line each). Prints {"port":n} on stdout once listening; SIGTERM ends it.
+import { spawn } from 'node:child_process'
+import { createServer } from 'node:http'
+import { fileURLToPath } from 'node:url'
+import { WebSocketServer } from 'ws'
+
+const GENERATOR = fileURLToPath(new URL('./load-cli.mjs', import.meta.url))
+const child = spawn(process.execPath, [GENERATOR, '--session-id', '00000000-0000-4000-8000-00000000raw0'], { stdio: ['pipe', 'pipe', 'inherit'] })
+const clients = new Set()
+
+let rest = null
+child.stdout.on('data', (chunk) => {
+  const buf = rest === null ? chunk : Buffer.concat([rest, chunk])
+  rest = null
+  let start = 0
+  let nl = buf.indexOf(10)
+  while (nl !== -1) {
+    if (nl > start) {
+      const line = buf.subarray(start, nl)
+      for (const ws of clients) ws.send(line, { binary: false })
+    }
+    start = nl + 1
+    nl = buf.indexOf(10, start)
+  }
+  if (start < buf.length) rest = Buffer.from(buf.subarray(start))
+})
+child.on('exit', () => process.exit(0))
+child.stdin.on('error', () => {})
+// Same start-up exchange the gateway does.
+child.stdin.write('{"type":"control_request","request_id":"raw_init","request":{"subtype":"initialize"}}\n')
+
+const server = createServer((_req, res) => { res.writeHead(404); res.end() })
+const wss = new WebSocketServer({ server, maxPayload: 1024 * 1024 })
+wss.on('connection', (ws) => {
+  clients.add(ws)
+  ws.send('{"type":"gateway","subtype":"hello","raw":true}')
+  ws.on('message', (data) => { child.stdin.write(Buffer.concat([Buffer.isBuffer(data) ? data : Buffer.from(data), Buffer.from('\n')])) })
+  ws.on('close', () => clients.delete(ws))
+  ws.on('error', () => {})
+})
+server.listen(0, '127.0.0.1', () => {
+  process.stdout.write(JSON.stringify({ port: server.address().port, pid: process.pid, generator_pid: child.pid }) + '\n')
+})
+
+const stop = () => {
+  for (const ws of clients) ws.terminate()
+  server.close()
+  child.stdin.end()
+  setTimeout(() => { child.kill('SIGKILL'); process.exit(0) }, 1000).unref()
+}
+process.on('SIGTERM', stop)
+process.on('SIGINT', stop)
