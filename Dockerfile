@@ -12,9 +12,11 @@ COPY src ./src
 RUN npm run build && npm prune --omit=dev
 
 FROM node:20-bookworm-slim
-# git and ripgrep are tools the CLI uses in a workspace; tini reaps zombies.
+# git and ripgrep are tools the CLI uses in a workspace; tini reaps zombies;
+# bubblewrap serves CLAUDE_LAUNCHER=/app/config/launchers/bwrap.sh where the
+# container runtime allows user namespaces.
 RUN apt-get update \
-  && apt-get install -y --no-install-recommends ca-certificates git ripgrep tini \
+  && apt-get install -y --no-install-recommends bubblewrap ca-certificates git ripgrep tini \
   && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
@@ -24,6 +26,7 @@ WORKDIR /app
 COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+COPY config/launchers ./config/launchers
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]
