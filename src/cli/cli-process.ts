@@ -13,6 +13,7 @@ import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { CliCallbacks, CliExit, CliHandle, CliSpawnSpec } from './cli-handle.js'
 import { NdjsonSplitter } from './ndjson.js'
+import { processStartTime } from './reaper.js'
 
 export interface CliProcessOptions {
   maxLineBytes: number
@@ -52,7 +53,7 @@ export class CliProcess implements CliHandle {
     if (child.pid !== undefined && options.pidDir !== undefined) {
       mkdirSync(options.pidDir, { recursive: true })
       this.#pidFile = join(options.pidDir, `${spec.sessionId}.pid`)
-      writeFileSync(this.#pidFile, `${child.pid}\n${spec.command}\n`)
+      writeFileSync(this.#pidFile, `${child.pid}\n${spec.command}\n${processStartTime(child.pid) ?? ''}\n`)
     }
 
     const splitter = new NdjsonSplitter({

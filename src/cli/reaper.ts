@@ -1,9 +1,10 @@
 /**
  * Ends CLIs left behind by a previous gateway process that crashed (or was
  * SIGKILLed) before it could stop them. Each running CLI has a pid file
- * (`<pidDir>/<session>.pid`: pid, then the command); a pid whose process
- * still runs that command is its group leader, so the whole group is ended:
- * SIGTERM, then SIGKILL.
+ * (`<pidDir>/<session>.pid`: pid, the command, the process start time); a
+ * pid whose process still runs that command and started at that time is its
+ * group leader, so the whole group is ended: SIGTERM, then SIGKILL. The start
+ * time rules out a reused pid running a binary of the same name.
  */
 import { readFileSync, readdirSync, rmSync } from 'node:fs'
 import { basename, join } from 'node:path'
@@ -18,10 +19,11 @@ export async function reapOrphans (pidDir: string, graceMs: number): Promise<num
   const reaped: number[] = []
   for (const file of files) {
     const path = join(pidDir, file)
-    const [pidText, command] = readFileSync(path, 'utf8').split('\n')
+    const [pidText, command, started] = readFileSync(path, 'utf8').split('\n')
     const pid = Number(pidText)
     rmSync(path, { force: true })
     if (!Number.isInteger(pid) || pid <= 1 || command === undefined || !runs(pid, command)) continue
+    if (started !== undefined && started !== '' && started !== processStartTime(pid)) continue
     signalGroup(pid, 'SIGTERM')
     reaped.push(pid)
   }
@@ -41,6 +43,17 @@ function runs (pid: number, command: string): boolean {
     return cmdline.some((arg) => arg === command || basename(arg) === basename(command))
   } catch {
     return false
+  }
+}
+
+/** The process's start time (clock ticks since boot, /proc/<pid>/stat field 22), or null. */
+export function processStartTime (pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // Fields after the command name, which is in parentheses and may hold spaces: state is field 3.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[22 - 3] ?? null
+  } catch {
+    return null
   }
 }
 

@@ -13,6 +13,7 @@ import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import { processStartTime } from '../../src/cli/reaper.js'
 import { isStatus } from '../support/frames.js'
 import { type TestClient, eventually, processAlive, startGateway } from '../support/gateway.js'
 import { gateway, holderOf } from '../support/sessions.js'
@@ -157,11 +158,16 @@ describe('reaper', () => {
     }
     const orphan = sleeper()
     const bystander = sleeper()
+    const sameName = sleeper() // a same-named program on a reused pid: its start time differs from the recorded one
+    const recorded = sleeper() // recorded with its real start time, as the gateway writes pid files
     const orphanEnded = new Promise<string | null>((resolve) => orphan.once('exit', (_code, signal) => resolve(signal)))
+    const recordedEnded = new Promise<string | null>((resolve) => recorded.once('exit', (_code, signal) => resolve(signal)))
     const pids = join(dataDir, 'pids')
     mkdirSync(pids, { recursive: true })
     writeFileSync(join(pids, 'x.pid'), `${orphan.pid}\nsleep\n`)
     writeFileSync(join(pids, 'y.pid'), `${bystander.pid}\n/opt/claude/bin/claude\n`) // pid reused by an unrelated program
+    writeFileSync(join(pids, 'same-name.pid'), `${sameName.pid}\nsleep\n1\n`)
+    writeFileSync(join(pids, 'recorded.pid'), `${recorded.pid}\nsleep\n${processStartTime(recorded.pid as number) ?? ''}\n`)
     writeFileSync(join(pids, 'init.pid'), '1\ninit\n')
     writeFileSync(join(pids, 'garbage.pid'), 'not a pid\n')
     writeFileSync(join(pids, 'empty.pid'), '')
@@ -172,7 +178,9 @@ describe('reaper', () => {
     t.after(() => gw.close())
     assert.equal(await orphanEnded, 'SIGTERM')
     assert.ok(!processAlive(orphan.pid as number))
+    assert.equal(await recordedEnded, 'SIGTERM')
     assert.ok(processAlive(bystander.pid as number), 'a pid running another program is not touched')
+    assert.ok(processAlive(sameName.pid as number), 'a pid running the same command but started at another time is not touched')
     assert.deepEqual(readdirSync(pids).sort(), ['notes.txt'], 'every pid file was consumed')
     assert.equal((await fetch(`${gw.url}/healthz`)).status, 200)
   })
