@@ -7,7 +7,7 @@ import { GatewayError } from '../errors.js'
 import { listQuery, sessionOptions } from '../protocol/session-options.js'
 import type { Session } from '../session/session.js'
 import type { SessionManager } from '../session/session-manager.js'
-import type { SessionRecord } from '../store/store.js'
+import { sessionView } from '../session/session-view.js'
 import { isSessionId, parseOr400 } from './validate.js'
 
 export interface SessionRoutesOptions {
@@ -34,7 +34,7 @@ export async function sessionRoutes (app: FastifyInstance, { manager }: SessionR
     const page = await manager.list(request.tenant, query.limit, query.cursor)
     const loaded = new Map([...manager.loaded].map((s) => [s.id, s]))
     return {
-      sessions: page.sessions.map((r) => loaded.get(r.id)?.snapshot() ?? fromRecord(r)),
+      sessions: page.sessions.map((r) => loaded.get(r.id)?.snapshot() ?? sessionView(r)),
       next_cursor: page.next_cursor
     }
   })
@@ -46,24 +46,4 @@ export async function sessionRoutes (app: FastifyInstance, { manager }: SessionR
     await session.stop('deleted')
     return session.snapshot()
   })
-}
-
-/** A stored session that is not loaded in this process: not running, no clients. */
-function fromRecord (r: SessionRecord): Record<string, unknown> {
-  return {
-    id: r.id,
-    status: r.status,
-    created_at: r.created_at,
-    updated_at: r.updated_at,
-    last_seq: r.last_seq,
-    clients: 0,
-    holder: null,
-    pid: null,
-    turn_running: false,
-    pending_requests: 0,
-    store: 'ok',
-    exit: r.exit,
-    options: r.options,
-    metadata: r.metadata
-  }
 }

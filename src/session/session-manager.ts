@@ -98,8 +98,7 @@ export class SessionManager {
   }
 
   async list (tenant: string, limit: number, cursor?: string): Promise<SessionPage> {
-    const page = await this.#o.store.listSessions(tenant, { limit, cursor })
-    return page
+    return this.#o.store.listSessions(tenant, { limit, cursor })
   }
 
   /**

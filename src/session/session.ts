@@ -18,6 +18,7 @@ import { type ClientFrame, type ControlResponseFrame, permissionAnswer } from '.
 import type { EventStore, ExitInfo, SessionRecord, SessionStatus } from '../store/store.js'
 import { EventLog, type LogEvent } from './event-log.js'
 import { Audience, type ClientPort, type Role } from './audience.js'
+import { sessionView } from './session-view.js'
 import { errorFrame, gatewayFrame, isRecord, pendingNotice, withSeq } from './frames.js'
 
 export type { ClientPort, Role } from './audience.js'
@@ -107,23 +108,15 @@ export class Session {
 
   /** What REST callers see. */
   snapshot (): Record<string, unknown> {
-    const r = this.#record
-    return {
-      id: r.id,
-      status: r.status,
-      created_at: r.created_at,
-      updated_at: r.updated_at,
+    return sessionView(this.#record, {
       last_seq: this.#events.lastSeq,
       clients: this.#audience.size,
       holder: this.#audience.holder?.port.id ?? null,
       pid: this.#cli?.pid ?? null,
       turn_running: this.#turnsPending > 0,
       pending_requests: this.#broker.size,
-      store: this.#events.degraded ? 'degraded' : 'ok',
-      exit: r.exit,
-      options: r.options,
-      metadata: r.metadata
-    }
+      store: this.#events.degraded ? 'degraded' : 'ok'
+    })
   }
 
   /** Starts the CLI (`--resume` once the conversation is stored). */
