@@ -8,6 +8,7 @@ import assert from 'node:assert/strict'
 import http, { type ClientRequest, type IncomingMessage } from 'node:http'
 import { after, afterEach, before, describe, it } from 'node:test'
 import { type TestGateway, TOKEN_A, eventually, startGateway } from '../support/gateway.js'
+import { Waiters } from '../support/waiters.js'
 import { hello, readHistory, settled, turn } from './resume-helpers.js'
 
 interface SseEvent {
@@ -30,7 +31,7 @@ class SseReader {
   readonly #req: ClientRequest
   #res: IncomingMessage | null = null
   #buffer = ''
-  readonly #waiters = new Set<() => void>()
+  readonly #waiters = new Waiters()
 
   private constructor (req: ClientRequest) {
     this.#req = req
@@ -59,23 +60,9 @@ class SseReader {
   close (): void { this.#req.destroy() }
 
   until<T> (check: () => T | undefined | false, timeoutMs = 10_000, what = 'condition'): Promise<T> {
-    return new Promise((resolve, reject) => {
-      const attempt = (): boolean => {
-        const value = check()
-        if (value === undefined || value === false) return false
-        cleanup()
-        resolve(value)
-        return true
-      }
-      const timer = setTimeout(() => {
-        cleanup()
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last events: ${JSON.stringify(this.events.slice(-3)).slice(0, 1500)}`))
-      }, timeoutMs)
-      const cleanup = (): void => { clearTimeout(timer); this.#waiters.delete(waiter) }
-      const waiter = (): void => { attempt() }
-      if (!attempt()) this.#waiters.add(waiter)
-    })
+    return this.#waiters.until(check, timeoutMs, what, () => `last events: ${JSON.stringify(this.events.slice(-3)).slice(0, 1500)}`)
   }
+
 
   #feed (chunk: string): void {
     this.#buffer += chunk
@@ -105,7 +92,7 @@ class SseReader {
   }
 
   #wake (): void {
-    for (const w of this.#waiters) w()
+    this.#waiters.wake()
   }
 }
 

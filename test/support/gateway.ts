@@ -13,6 +13,7 @@ import pino from 'pino'
 import WebSocket from 'ws'
 import { type AppParts, buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
+import { Waiters } from './waiters.js'
 
 export const FAKE_CLI = fileURLToPath(new URL('../fixtures/fake-claude.mjs', import.meta.url))
 export const TOKEN_A = 'token-tenant-a-0123456789'
@@ -142,7 +143,7 @@ export class TestClient {
   /** Every frame's text exactly as received, parallel to `frames`. */
   readonly raw: string[] = []
   closeCode: number | null = null
-  readonly #waiters = new Set<() => void>()
+  readonly #waiters = new Waiters()
 
   private constructor (ws: WebSocket) {
     this.ws = ws
@@ -150,11 +151,11 @@ export class TestClient {
       const text = data.toString()
       this.raw.push(text)
       this.frames.push(JSON.parse(text))
-      for (const w of this.#waiters) w()
+      this.#waiters.wake()
     })
     ws.on('close', (code) => {
       this.closeCode = code
-      for (const w of this.#waiters) w()
+      this.#waiters.wake()
     })
   }
 
@@ -193,25 +194,9 @@ export class TestClient {
 
   /** Resolves once `check` returns something other than undefined/false. */
   until<T> (check: () => T | undefined | false, timeoutMs = 10_000, what = 'condition'): Promise<T> {
-    return new Promise((resolve, reject) => {
-      const attempt = (): boolean => {
-        const value = check()
-        if (value !== undefined && value !== false) {
-          cleanup()
-          resolve(value)
-          return true
-        }
-        return false
-      }
-      const timer = setTimeout(() => {
-        cleanup()
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last frames: ${JSON.stringify(this.frames.slice(-5)).slice(0, 2000)}`))
-      }, timeoutMs)
-      const cleanup = (): void => { clearTimeout(timer); this.#waiters.delete(waiter) }
-      const waiter = (): void => { attempt() }
-      if (!attempt()) this.#waiters.add(waiter)
-    })
+    return this.#waiters.until(check, timeoutMs, what, () => `last frames: ${JSON.stringify(this.frames.slice(-5)).slice(0, 2000)}`)
   }
+
 
   waitClose (timeoutMs = 10_000): Promise<number> {
     return this.until(() => this.closeCode ?? undefined, timeoutMs, 'close')

@@ -1,0 +1,32 @@
+/**
+ * Waiting on a stream of arrivals without sleeps: whoever receives data calls
+ * `wake()`, and `until()` re-checks its condition on every wake, up to a
+ * deadline whose error message says what was awaited and what came last.
+ */
+export class Waiters {
+  readonly #waiters = new Set<() => void>()
+
+  wake (): void {
+    for (const w of this.#waiters) w()
+  }
+
+  /** Resolves with the first value of `check` that is neither undefined nor false. */
+  until<T> (check: () => T | undefined | false, timeoutMs: number, what: string, lastSeen: () => string): Promise<T> {
+    return new Promise((resolve, reject) => {
+      const attempt = (): boolean => {
+        const value = check()
+        if (value === undefined || value === false) return false
+        cleanup()
+        resolve(value)
+        return true
+      }
+      const timer = setTimeout(() => {
+        cleanup()
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}; ${lastSeen()}`))
+      }, timeoutMs)
+      const cleanup = (): void => { clearTimeout(timer); this.#waiters.delete(waiter) }
+      const waiter = (): void => { attempt() }
+      if (!attempt()) this.#waiters.add(waiter)
+    })
+  }
+}
