@@ -194,11 +194,14 @@ async function stream () {
 // ---------------------------------------------------------------- permission
 // One controller answers every can_use_tool prompt with allow at once; the
 // generator measures each round trip and reports them in its result line.
+// An optional warm-up turn (cfg.warm, same socket) runs first, so that the
+// measured turn finds the generator, this process and the gateway past V8's
+// tier-up: cold, a run shows a stall of 10-20 ms at the same prompt index
+// every time.
 async function permission () {
-  const oneWay = []
+  let oneWay = []
   let resultMsg = null
   let resolveDone
-  const done = new Promise((resolve) => { resolveDone = resolve })
   const ws = await open({ role: 'controller' }, (data, recv, sock) => {
     const text = data.toString()
     if (text.includes('"can_use_tool"')) {
@@ -211,11 +214,20 @@ async function permission () {
       resolveDone()
     }
   })
-  ws.send(userFrame(cfg.spec))
-  await Promise.race([done, timeout(cfg.timeout_ms ?? 120_000, 'permission result')])
+  const turn = async (spec) => {
+    oneWay = []
+    resultMsg = null
+    const done = new Promise((resolve) => { resolveDone = resolve })
+    ws.send(userFrame(spec))
+    await Promise.race([done, timeout(cfg.timeout_ms ?? 120_000, 'permission result')])
+  }
+  if (cfg.warm !== undefined) await turn(cfg.warm)
+  await turn(cfg.spec)
   ws.close()
   const rtts = resultMsg?.bench?.rtt_ms ?? []
-  return { rtt_ms: stats(rtts), one_way_ms: stats(oneWay) }
+  // The 20 slowest round trips (index, ms): bursts (a stall) or scattered (wake-ups).
+  const slowest = rtts.map((ms, i) => [i, Number(ms.toFixed(2))]).sort((a, b) => b[1] - a[1]).slice(0, 20)
+  return { rtt_ms: stats(rtts), one_way_ms: stats(oneWay), slowest }
 }
 
 // ---------------------------------------------------------------- replay
@@ -223,21 +235,30 @@ async function permission () {
 // ?after=<seq before them> until all are delivered, `resume_reps` times, and
 // (b) GET /events pages of 1000 through them, `history_reps` times.
 async function replay () {
-  let firstSeq = null
-  let resultSeq = null
-  let resolveDone
-  const done = new Promise((resolve) => { resolveDone = resolve })
-  const ctl = await open({ role: 'controller' }, (data) => {
-    const head = data.toString('latin1', 0, Math.min(data.length, 160))
-    const s = SEQ_RE.exec(head)
-    if (s === null) return
-    if (firstSeq === null && BENCH_RE.test(head)) firstSeq = Number(s[1])
-    if (data.toString().includes('"type":"result"')) { resultSeq = Number(s[1]); resolveDone() }
-  })
-  ctl.send(userFrame({ lines: cfg.lines, rate: 0, bytes: cfg.bytes }))
-  await Promise.race([done, timeout(cfg.timeout_ms ?? 120_000, 'replay fill')])
-  ctl.close()
-  const after = firstSeq - 1
+  // cfg.bare = {key, after, last}: measure bench/bare-server.mjs over events
+  // already in the stream `key` instead of filling a gateway session first.
+  const bare = cfg.bare ?? null
+  let after
+  let resultSeq
+  if (bare !== null) {
+    after = bare.after
+    resultSeq = bare.last
+  } else {
+    let firstSeq = null
+    let resolveDone
+    const done = new Promise((resolve) => { resolveDone = resolve })
+    const ctl = await open({ role: 'controller' }, (data) => {
+      const head = data.toString('latin1', 0, Math.min(data.length, 160))
+      const s = SEQ_RE.exec(head)
+      if (s === null) return
+      if (firstSeq === null && BENCH_RE.test(head)) firstSeq = Number(s[1])
+      if (data.toString().includes('"type":"result"')) { resultSeq = Number(s[1]); resolveDone() }
+    })
+    ctl.send(userFrame({ lines: cfg.lines, rate: 0, bytes: cfg.bytes }))
+    await Promise.race([done, timeout(cfg.timeout_ms ?? 120_000, 'replay fill')])
+    ctl.close()
+    after = firstSeq - 1
+  }
   const expected = resultSeq - after
 
   // One extra, unreported run of each first: the replay and history code paths
@@ -252,7 +273,7 @@ async function replay () {
     let firstFrameMs = null
     let resolveAll
     const all = new Promise((resolve) => { resolveAll = resolve })
-    const ws = await open({ role: 'observer', after }, (data) => {
+    const ws = await open(bare === null ? { role: 'observer', after } : { key: bare.key, after }, (data) => {
       const head = data.toString('latin1', 0, Math.min(data.length, 160))
       const s = SEQ_RE.exec(head)
       if (s === null) return
@@ -276,7 +297,10 @@ async function replay () {
     let cursor = after
     while (cursor < resultSeq) {
       const t0 = hr()
-      const res = await fetch(`${cfg.http}/v1/sessions/${cfg.session}/events?after=${cursor}&limit=1000`, { headers: headers() })
+      const url = bare === null
+        ? `${cfg.http}/v1/sessions/${cfg.session}/events?after=${cursor}&limit=1000`
+        : `${cfg.http}/events?key=${encodeURIComponent(bare.key)}&after=${cursor}&limit=1000`
+      const res = await fetch(url, { headers: headers() })
       const text = await res.text()
       const ms = (hr() - t0) / 1e6
       if (res.status !== 200) throw new Error(`history page: ${res.status} ${text.slice(0, 200)}`)
@@ -288,6 +312,8 @@ async function replay () {
   }
   return {
     events: expected,
+    after,
+    last_seq: resultSeq,
     resume,
     resume_ms: stats(resume.map((x) => x.ms)),
     history_page_ms: stats(pages.map((p) => p.ms)),

@@ -230,9 +230,13 @@ export interface RawPipe {
   close: () => Promise<void>
 }
 
-/** Starts bench/raw-pipe.mjs (generator → bare ws server). */
-export async function startRawPipe (): Promise<RawPipe> {
-  const child = spawn(process.execPath, [join(BENCH_DIR, 'raw-pipe.mjs')], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+/**
+ * Starts bench/raw-pipe.mjs (generator → bare ws server); with `storeKey`,
+ * each line is XADDed to that Redis stream and sent once acknowledged.
+ */
+export async function startRawPipe (storeKey?: string): Promise<RawPipe> {
+  const args = [join(BENCH_DIR, 'raw-pipe.mjs'), ...(storeKey === undefined ? [] : ['--store', REDIS_URL, storeKey])]
+  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
   children.add(child)
   const rl = createInterface({ input: child.stdout as NodeJS.ReadableStream })
   const first = await new Promise<string>((resolve, reject) => {
@@ -244,6 +248,50 @@ export async function startRawPipe (): Promise<RawPipe> {
   return {
     pid: child.pid as number,
     ws: `ws://127.0.0.1:${port}`,
+    async close () {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM')
+        await Promise.race([exited, sleep(5000)])
+        if (child.exitCode === null) child.kill('SIGKILL')
+      }
+      children.delete(child)
+    }
+  }
+}
+
+export interface BareServer {
+  pid: number
+  /** `ws://127.0.0.1:<port>` (paths /replay and /idle). */
+  ws: string
+  /** `http://127.0.0.1:<port>` (path /events). */
+  http: string
+  /** Sends one stdin command; resolves with its JSON answer. */
+  command: (line: string) => Promise<any>
+  close: () => Promise<void>
+}
+
+/** Starts bench/bare-server.mjs (the baselines for resume, history, idle clients, sessions). */
+export async function startBareServer (): Promise<BareServer> {
+  const child = spawn(process.execPath, ['--expose-gc', join(BENCH_DIR, 'bare-server.mjs'), '--redis', REDIS_URL], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] })
+  children.add(child)
+  const rl = createInterface({ input: child.stdout as NodeJS.ReadableStream })
+  const answers: Array<(line: string) => void> = []
+  const first = await new Promise<string>((resolve, reject) => {
+    answers.push(resolve)
+    child.once('exit', (code) => reject(new Error(`bare server exited with ${code}`)))
+    rl.on('line', (line) => answers.shift()?.(line))
+  })
+  const { port } = JSON.parse(first) as { port: number }
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  return {
+    pid: child.pid as number,
+    ws: `ws://127.0.0.1:${port}`,
+    http: `http://127.0.0.1:${port}`,
+    command: async (line) => {
+      const answer = new Promise<string>((resolve) => answers.push(resolve))
+      child.stdin?.write(line + '\n')
+      return JSON.parse(await answer)
+    },
     async close () {
       if (child.exitCode === null) {
         child.kill('SIGTERM')

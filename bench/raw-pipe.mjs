@@ -4,6 +4,11 @@
 // parsing, no seq, no store, no routing, no auth: just newline splitting and
 // ws.send. Client text frames are written to the generator's stdin verbatim
 // (one line each). Prints {"port":n} on stdout once listening; SIGTERM ends it.
+//
+// With `--store <redis url> <key>` each line is first written to a Redis
+// stream (one plain `XADD key MAXLEN ~ 100000 * f <line>` per line, over
+// ioredis) and sent to the clients when Redis acknowledges it, in order: the
+// least any store-before-relay design pays, without the gateway's own work.
 import { spawn } from 'node:child_process'
 import { createServer } from 'node:http'
 import { fileURLToPath } from 'node:url'
@@ -12,6 +17,26 @@ import { WebSocketServer } from 'ws'
 const GENERATOR = fileURLToPath(new URL('./load-cli.mjs', import.meta.url))
 const child = spawn(process.execPath, [GENERATOR, '--session-id', '00000000-0000-4000-8000-00000000raw0'], { stdio: ['pipe', 'pipe', 'inherit'] })
 const clients = new Set()
+const storeAt = process.argv.indexOf('--store')
+const store = storeAt === -1 ? null : await openStore(process.argv[storeAt + 1], process.argv[storeAt + 2])
+
+async function openStore (url, key) {
+  const { Redis } = await import('ioredis')
+  const redis = new Redis(url)
+  await redis.del(key)
+  return { redis, key }
+}
+
+function relay (line) {
+  if (store === null) {
+    for (const ws of clients) ws.send(line, { binary: false })
+    return
+  }
+  // Replies come back in the order the commands went out, so lines stay in order.
+  store.redis.xadd(store.key, 'MAXLEN', '~', '100000', '*', 'f', line).then(() => {
+    for (const ws of clients) ws.send(line, { binary: false })
+  }, (err) => process.stderr.write(`raw-pipe: XADD failed: ${err.message}\n`))
+}
 
 let rest = null
 child.stdout.on('data', (chunk) => {
@@ -20,10 +45,7 @@ child.stdout.on('data', (chunk) => {
   let start = 0
   let nl = buf.indexOf(10)
   while (nl !== -1) {
-    if (nl > start) {
-      const line = buf.subarray(start, nl)
-      for (const ws of clients) ws.send(line, { binary: false })
-    }
+    if (nl > start) relay(buf.subarray(start, nl))
     start = nl + 1
     nl = buf.indexOf(10, start)
   }
@@ -48,6 +70,7 @@ server.listen(0, '127.0.0.1', () => {
 })
 
 const stop = () => {
+  if (store !== null) void store.redis.del(store.key).finally(() => store.redis.disconnect())
   for (const ws of clients) ws.terminate()
   server.close()
   child.stdin.end()
