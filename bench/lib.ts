@@ -224,6 +224,49 @@ export async function startGateway (options: GatewayOptions = {}): Promise<Gatew
   }
 }
 
+/**
+ * A helper server process of the bench: it prints {"port":n,...} as its first
+ * stdout line once listening, and then one JSON line per stdin command.
+ */
+interface HelperProc {
+  pid: number
+  port: number
+  /** Writes one stdin command; resolves with the next stdout line, parsed. */
+  command: (line: string) => Promise<any>
+  /** SIGTERM, then SIGKILL after 5 s. */
+  close: () => Promise<void>
+}
+
+async function startHelper (name: string, args: string[]): Promise<HelperProc> {
+  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] })
+  children.add(child)
+  const lines: Array<(line: string) => void> = []
+  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => lines.shift()?.(line))
+  const first = await new Promise<string>((resolve, reject) => {
+    lines.push(resolve)
+    child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)))
+  })
+  const { port } = JSON.parse(first) as { port: number }
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  return {
+    pid: child.pid as number,
+    port,
+    async command (line) {
+      const answer = new Promise<string>((resolve) => lines.push(resolve))
+      child.stdin?.write(line + '\n')
+      return JSON.parse(await answer)
+    },
+    async close () {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM')
+        await Promise.race([exited, sleep(5000)])
+        if (child.exitCode === null) child.kill('SIGKILL')
+      }
+      children.delete(child)
+    }
+  }
+}
+
 export interface RawPipe {
   pid: number
   ws: string
@@ -236,27 +279,8 @@ export interface RawPipe {
  */
 export async function startRawPipe (storeKey?: string): Promise<RawPipe> {
   const args = [join(BENCH_DIR, 'raw-pipe.mjs'), ...(storeKey === undefined ? [] : ['--store', REDIS_URL, storeKey])]
-  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
-  children.add(child)
-  const rl = createInterface({ input: child.stdout as NodeJS.ReadableStream })
-  const first = await new Promise<string>((resolve, reject) => {
-    rl.once('line', resolve)
-    child.once('exit', (code) => reject(new Error(`raw pipe exited with ${code}`)))
-  })
-  const { port } = JSON.parse(first) as { port: number }
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  return {
-    pid: child.pid as number,
-    ws: `ws://127.0.0.1:${port}`,
-    async close () {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM')
-        await Promise.race([exited, sleep(5000)])
-        if (child.exitCode === null) child.kill('SIGKILL')
-      }
-      children.delete(child)
-    }
-  }
+  const helper = await startHelper('raw pipe', args)
+  return { pid: helper.pid, ws: `ws://127.0.0.1:${helper.port}`, close: helper.close }
 }
 
 export interface BareServer {
@@ -272,35 +296,8 @@ export interface BareServer {
 
 /** Starts bench/bare-server.mjs (the baselines for resume, history, idle clients, sessions). */
 export async function startBareServer (): Promise<BareServer> {
-  const child = spawn(process.execPath, ['--expose-gc', join(BENCH_DIR, 'bare-server.mjs'), '--redis', REDIS_URL], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] })
-  children.add(child)
-  const rl = createInterface({ input: child.stdout as NodeJS.ReadableStream })
-  const answers: Array<(line: string) => void> = []
-  const first = await new Promise<string>((resolve, reject) => {
-    answers.push(resolve)
-    child.once('exit', (code) => reject(new Error(`bare server exited with ${code}`)))
-    rl.on('line', (line) => answers.shift()?.(line))
-  })
-  const { port } = JSON.parse(first) as { port: number }
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  return {
-    pid: child.pid as number,
-    ws: `ws://127.0.0.1:${port}`,
-    http: `http://127.0.0.1:${port}`,
-    command: async (line) => {
-      const answer = new Promise<string>((resolve) => answers.push(resolve))
-      child.stdin?.write(line + '\n')
-      return JSON.parse(await answer)
-    },
-    async close () {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM')
-        await Promise.race([exited, sleep(5000)])
-        if (child.exitCode === null) child.kill('SIGKILL')
-      }
-      children.delete(child)
-    }
-  }
+  const helper = await startHelper('bare server', ['--expose-gc', join(BENCH_DIR, 'bare-server.mjs'), '--redis', REDIS_URL])
+  return { pid: helper.pid, ws: `ws://127.0.0.1:${helper.port}`, http: `http://127.0.0.1:${helper.port}`, command: helper.command, close: helper.close }
 }
 
 export interface ClientsProc {
