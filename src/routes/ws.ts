@@ -18,6 +18,10 @@ import { WsClient } from '../ws/ws-client.js'
 import { findSession } from './sessions.js'
 import { parseOr400 } from './validate.js'
 
+/** Frames held before a client's hello; later ones are answered `rate_limited` once it is out. */
+const EARLY_FRAMES_MAX = 256
+const NOTHING = Buffer.alloc(0)
+
 export interface WsRoutesOptions {
   manager: SessionManager
   heartbeat: Heartbeat
@@ -57,11 +61,10 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
     heartbeat.add(client)
     const limiter = new FrameRateLimiter(options.maxFramesPerSec)
 
-    socket.on('message', (data: RawData, isBinary: boolean) => {
-      const verdict = limiter.take()
-      if (verdict !== 'ok') {
-        if (verdict === 'flood') client.close(closeCodes.flood, 'frame flood')
-        else client.send(errorFrame('rate_limited', `More than ${options.maxFramesPerSec} frames per second: frame dropped`))
+    /** Handles one frame; `refused` is the rate_limited message when it is to be dropped instead. */
+    const onMessage = (data: RawData, isBinary: boolean, refused: string | null): void => {
+      if (refused !== null) {
+        client.send(errorFrame('rate_limited', refused))
         return
       }
       if (isBinary) {
@@ -80,6 +83,20 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
         request.log.error({ err }, 'frame handling failed')
         client.send(errorFrame('internal', errorTable.internal.message))
       }
+    }
+    // Frames sent before hello (the attach may wait on the store) are held: hello comes first,
+    // and they count as the role hello gives the client, not as an observer's.
+    let early: Array<[RawData, boolean, string | null]> | null = []
+    socket.on('message', (data: RawData, isBinary: boolean) => {
+      const verdict = limiter.take()
+      if (verdict === 'flood') {
+        client.close(closeCodes.flood, 'frame flood')
+        return
+      }
+      let refused = verdict === 'ok' ? null : `More than ${options.maxFramesPerSec} frames per second: frame dropped`
+      if (early === null) { onMessage(data, isBinary, refused); return }
+      if (early.length >= EARLY_FRAMES_MAX) refused = `More than ${EARLY_FRAMES_MAX} frames before hello: frame dropped`
+      early.push([refused === null ? data : NOTHING, isBinary, refused])
     })
     socket.on('close', () => {
       heartbeat.delete(client)
@@ -87,7 +104,12 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
     })
     socket.on('error', (err) => request.log.debug({ err }, 'websocket error'))
 
-    session.attach(client, { role: query.role, after: query.after }).catch((err: unknown) => {
+    const onHello = (): void => {
+      const held = early ?? []
+      early = null
+      for (const [data, isBinary, refused] of held) onMessage(data, isBinary, refused)
+    }
+    session.attach(client, { role: query.role, after: query.after, onHello }).catch((err: unknown) => {
       request.log.error({ err }, 'attach failed')
       client.close(1011, 'attach failed')
     })

@@ -167,9 +167,10 @@ export class Session {
 
   /**
    * Attaches a client. With `after`, it first gets every frame after that seq
-   * (from the store), then live ones: no gap, no duplicate. `hello` comes first.
+   * (from the store), then live ones: no gap, no duplicate. `hello` comes first;
+   * `onHello` runs right after it is sent, before the replay.
    */
-  async attach (port: ClientPort, options: { role: Role, after?: number | undefined }): Promise<void> {
+  async attach (port: ClientPort, options: { role: Role, after?: number | undefined, onHello?: () => void }): Promise<void> {
     const att = this.#audience.add(port, options.role)
     this.#disarmIdle()
     const upTo = this.#events.committedSeq
@@ -203,6 +204,7 @@ export class Session {
     }))
     att.greeted = true
     if (options.role === 'controller') this.#audience.announceHolder(att)
+    options.onHello?.()
 
     let cursor = from
     // Replayed up to here while another client held the session: control requests went out as notices.

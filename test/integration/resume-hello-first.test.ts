@@ -1,7 +1,8 @@
 /**
  * A resuming client's first frame is `hello`, even when something is
  * announced to every client while its attach still waits for the store
- * (here: the holder leaves, and the store goes degraded). The store's
+ * (here: the holder leaves, and the store goes degraded); and what a client
+ * sends in that window is handled after its hello, not refused. The store's
  * `firstSeq` is held back by a gate so that window is wide open.
  */
 import assert from 'node:assert/strict'
@@ -71,5 +72,30 @@ describe('resume: hello comes first', () => {
     }
     assert.equal((await resuming.waitFor(isHello)).role, 'controller')
     failAppends = false
+  })
+
+  it('frames sent before hello are handled after it, in order, as the holder\'s', async () => {
+    const { id } = await gw.createSession()
+    let open!: () => void
+    gate = new Promise((resolve) => { open = resolve })
+    const client = await gw.connect(id, 'after=0&role=controller')
+    await eventually(() => waiting === 1, 5000, 'the attach waiting on the store')
+    client.sendUser('echo first')
+    client.send({ type: 'keep_alive' })
+    client.ws.send('{not json')
+    client.sendUser('echo second')
+    // The gateway answers a ping after every frame sent before it: all four are in while hello is held back.
+    await new Promise<void>((resolve) => { client.ws.once('pong', () => resolve()); client.ws.ping() })
+    assert.equal(client.frames.length, 0, `nothing is sent before hello: ${JSON.stringify(client.frames)}`)
+
+    gate = null
+    open()
+    await client.waitFor((f) => f.type === 'result' && String(f.result).endsWith('second'))
+    assert.equal(client.frames[0]?.subtype, 'hello')
+    assert.equal(client.frames[0]?.role, 'controller')
+    const errors = client.frames.filter((f) => f.type === 'gateway' && f.subtype === 'error')
+    assert.deepEqual(errors.map((f) => f.code), ['invalid_json'], 'only the malformed frame is refused')
+    const users = gw.stdinLines(id).filter((l) => l.type === 'user').map((l) => l.message.content)
+    assert.deepEqual(users, ['echo first', 'echo second'], 'both prompts reached the CLI, in order')
   })
 })

@@ -194,9 +194,8 @@ export class TestClient {
 
   /** Resolves once `check` returns something other than undefined/false. */
   until<T> (check: () => T | undefined | false, timeoutMs = 10_000, what = 'condition'): Promise<T> {
-    return this.#waiters.until(check, timeoutMs, what, () => `last frames: ${JSON.stringify(this.frames.slice(-5)).slice(0, 2000)}`)
+    return this.#waiters.until(check, timeoutMs, what, () => `${this.frames.length} frames: ${this.frames.map(kind).join(' ')}; last frames: ${JSON.stringify(this.frames.slice(-5)).slice(0, 2000)}`)
   }
-
 
   waitClose (timeoutMs = 10_000): Promise<number> {
     return this.until(() => this.closeCode ?? undefined, timeoutMs, 'close')
@@ -243,4 +242,10 @@ export function processAlive (pid: number): boolean {
   } catch {
     return false
   }
+}
+
+/** A frame's type/subtype (and seq), for timeout messages: the whole sequence fits in one line. */
+function kind (frame: any): string {
+  const name = frame?.subtype === undefined ? String(frame?.type) : `${String(frame.type)}/${String(frame.subtype)}`
+  return typeof frame?.seq === 'number' ? `${name}#${frame.seq}` : name
 }
