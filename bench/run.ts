@@ -65,7 +65,7 @@ const sizes = {
   saturationLines: Q ? 30_000 : 200_000,
   fanoutClients: 100,
   fanoutLines: Q ? 1000 : 5000,
-  permissionCount: Q ? 200 : 1000,
+  permissionCount: Q ? 200 : 3000,
   permissionWarm: Q ? 200 : 1000,
   permissionReps: Q ? 1 : 3,
   replayEvents: 10_000,
