@@ -39,7 +39,8 @@ describe('resume: hello comes first', () => {
         return typeof value === 'function' ? value.bind(target) : value
       }
     })
-    gw = await startGateway({ parts: { store } })
+    // A frame rate high enough for a client to pass the 256 frames held before hello.
+    gw = await startGateway({ parts: { store }, env: { WS_MAX_FRAMES_PER_SEC: '1000' } })
   })
   after(async () => {
     await gw?.close()
@@ -97,5 +98,28 @@ describe('resume: hello comes first', () => {
     assert.deepEqual(errors.map((f) => f.code), ['invalid_json'], 'only the malformed frame is refused')
     const users = gw.stdinLines(id).filter((l) => l.type === 'user').map((l) => l.message.content)
     assert.deepEqual(users, ['echo first', 'echo second'], 'both prompts reached the CLI, in order')
+  })
+
+  it('past 256 frames before hello, each further one is refused with rate_limited once hello is out', async () => {
+    const { id } = await gw.createSession()
+    let open!: () => void
+    gate = new Promise((resolve) => { open = resolve })
+    const client = await gw.connect(id, 'after=0&role=controller')
+    await eventually(() => waiting === 1, 5000, 'the attach waiting on the store')
+    client.sendUser('echo kept')
+    for (let i = 0; i < 255; i++) client.send({ type: 'keep_alive' })
+    client.sendUser('echo over one')
+    client.sendUser('echo over two')
+    await new Promise<void>((resolve) => { client.ws.once('pong', () => resolve()); client.ws.ping() })
+
+    gate = null
+    open()
+    await client.waitFor((f) => f.type === 'result' && String(f.result).endsWith('kept'))
+    assert.equal(client.frames[0]?.subtype, 'hello')
+    const errors = client.frames.filter((f) => f.type === 'gateway' && f.subtype === 'error')
+    assert.deepEqual(errors.map((f) => f.code), ['rate_limited', 'rate_limited'])
+    assert.match(String(errors[0]?.message), /256 frames before hello/)
+    const users = gw.stdinLines(id).filter((l) => l.type === 'user').map((l) => l.message.content)
+    assert.deepEqual(users, ['echo kept'], 'only the prompt within the bound reached the CLI')
   })
 })
