@@ -6,8 +6,9 @@ import { randomUUID } from 'node:crypto'
 import { after, test } from 'node:test'
 import { allUserTexts, startMockAnthropic, type MockAnthropic } from '../support/mock-anthropic.js'
 import { deleteKeys, redisCommand } from '../support/redis-server.js'
+import { commandLine } from '../support/gateway.js'
 import {
-  E2E_TEST_TIMEOUT_MS, WAIT_MS, type E2e, assertContiguous, closeAll, waitLive, cmdline, isCli, isGateway, makeScratch, startE2e, streamedPrompt
+  E2E_TEST_TIMEOUT_MS, WAIT_MS, type E2e, assertContiguous, closeAll, waitLive, isCli, isGateway, makeScratch, startE2e, streamedPrompt
 } from '../support/e2e.js'
 
 after(closeAll)
@@ -27,7 +28,7 @@ async function assertResumed (client: Awaited<ReturnType<E2e['connect']>>, sessi
   const starting = await waitLive(client, isGateway('status', { status: 'starting' }), from)
   assert.equal(typeof starting.pid, 'number')
   assert.notEqual(starting.pid, oldPid, 'a new CLI')
-  const argv = cmdline(starting.pid)
+  const argv = await commandLine(starting.pid)
   assert.equal(argv[argv.indexOf('--resume') + 1], sessionId, `spawned with --resume <id>: ${argv.join(' ')}`)
   assert.ok(!argv.includes('--session-id'))
   return starting.pid

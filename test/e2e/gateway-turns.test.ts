@@ -6,10 +6,10 @@ import assert from 'node:assert/strict'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
-import { TOKEN_A } from '../support/gateway.js'
+import { TOKEN_A, commandLine } from '../support/gateway.js'
 import { lastUserText } from '../support/mock-anthropic.js'
 import {
-  E2E_TEST_TIMEOUT_MS, TENANT, WAIT_MS, assertContiguous, closeAll, waitLive, cmdline, controlRequest, isCanUseTool, isCli,
+  E2E_TEST_TIMEOUT_MS, TENANT, WAIT_MS, assertContiguous, closeAll, waitLive, controlRequest, isCanUseTool, isCli,
   isResponseTo, startE2e, streamedPrompt
 } from '../support/e2e.js'
 
@@ -82,7 +82,7 @@ test('partial messages: stream_event frames arrive in order before the assistant
   const e = await startE2e()
   try {
     const session = await e.createSession({ include_partial_messages: true })
-    assert.ok(cmdline(session.pid).includes('--include-partial-messages'))
+    assert.ok((await commandLine(session.pid)).includes('--include-partial-messages'))
     const client = await e.connect(session.id)
     client.sendUser('LONG_ANSWER 5')
     const result = await waitLive(client, isCli('result'))
@@ -148,7 +148,7 @@ test('session options: model, append_system_prompt, permission_mode, tool rules 
       cwd: 'shared/project'
     })
     const folder = join(e.scratch.dataDir, 'workspaces', TENANT, 'shared', 'project')
-    const argv = cmdline(session.pid)
+    const argv = await commandLine(session.pid)
     assert.ok(argv.includes(`--model=${OTHER_MODEL}`) && argv.includes('--permission-mode=acceptEdits'), argv.join(' '))
     const client = await e.connect(session.id)
     client.sendUser('Which options?')

@@ -82,7 +82,7 @@ describe('CLI lifecycle', () => {
     await c.until(() => c.frames.slice(exitedAt).filter((f) => f.type === 'keep_alive').length >= 4, 5000, 'four keep_alive ticks')
     assert.equal(gw.argvDumps(s.id).length, 1, 'no restart loop')
     assert.deepEqual(statuses(c), ['starting', 'exited'])
-    assert.deepEqual(fakeCliPids(), [])
+    assert.deepEqual(await fakeCliPids(), [])
 
     c.sendUser('hello')
     await c.until(() => statuses(c).filter((x) => x === 'exited').length === 2, 10_000, 'the second exit')
@@ -234,12 +234,12 @@ describe('CLI lifecycle', () => {
     const c3 = await gw.connect(busy.id, 'role=observer')
     c2.sendUser('slow 1000 50')
     await c2.waitFor((f) => f.type === 'assistant' && f.message.content[0].text === 'slow #0')
-    const pids = fakeCliPids()
+    const pids = await fakeCliPids()
     assert.deepEqual(pids, [idle.pid, busy.pid].sort((x, y) => x - y))
 
     await gw.app.close()
     for (const c of [c1, c2, c3]) assert.equal(await c.waitClose(5000), 1012)
     for (const pid of pids) assert.ok(gone(pid), `CLI ${pid} is gone after shutdown`)
-    assert.deepEqual(fakeCliPids(), [])
+    assert.deepEqual(await fakeCliPids(), [])
   })
 })

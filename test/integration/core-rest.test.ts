@@ -73,7 +73,7 @@ describe('REST sessions', () => {
 
   it('refuses an unknown body field or a cwd outside the workspace with 400 bad_request, starting nothing', async (t) => {
     const gw = await gateway(t)
-    assert.deepEqual(fakeCliPids(), [])
+    assert.deepEqual(await fakeCliPids(), [])
     const unknown = await gw.request('POST', '/v1/sessions', { model: 'sonnet', bogus_field: true })
     assert.equal(unknown.status, 400)
     assert.deepEqual(Object.keys(unknown.body).sort(), ['code', 'message', 'statusCode'])
@@ -95,7 +95,7 @@ describe('REST sessions', () => {
 
     const list = await gw.request('GET', '/v1/sessions')
     assert.deepEqual(list.body.sessions, [])
-    assert.deepEqual(fakeCliPids(), [], 'no CLI was started for a refused request')
+    assert.deepEqual(await fakeCliPids(), [], 'no CLI was started for a refused request')
   })
 
   it('lists a tenant\'s sessions newest first, page by page with limit and cursor', async (t) => {
@@ -172,7 +172,7 @@ describe('REST sessions', () => {
   it('answers 401 without a valid token, on REST and on the WebSocket upgrade', async (t) => {
     const gw = await gateway(t)
     const s = await gw.createSession()
-    const running = fakeCliPids()
+    const running = await fakeCliPids()
     assert.deepEqual(running, [s.pid])
     const cases: Array<[string, string, Record<string, string>]> = [
       ['GET', '/v1/sessions', {}],
@@ -190,7 +190,7 @@ describe('REST sessions', () => {
     }
     const post = await rawFetch(gw, 'POST', '/v1/sessions', { 'content-type': 'application/json' }, '{}')
     assert.equal(post.status, 401)
-    assert.deepEqual(fakeCliPids(), running, 'an unauthenticated POST starts no CLI')
+    assert.deepEqual(await fakeCliPids(), running, 'an unauthenticated POST starts no CLI')
 
     await assert.rejects(TestClient.open(`${gw.wsUrl}/v1/sessions/${s.id}/ws`, {}), (err: any) => err.statusCode === 401)
     await assert.rejects(TestClient.open(`${gw.wsUrl}/v1/sessions/${s.id}/ws`, { authorization: 'Bearer wrong-token-000000000' }), (err: any) => err.statusCode === 401)
@@ -207,7 +207,7 @@ describe('REST sessions', () => {
     assert.equal(second.status, 503)
     assert.equal(second.body.statusCode, 503)
     assert.equal(second.body.code, 'too_many_sessions')
-    assert.deepEqual(fakeCliPids(), [first.pid], 'the refused session started no CLI')
+    assert.deepEqual(await fakeCliPids(), [first.pid], 'the refused session started no CLI')
     assert.equal((await gw.request('GET', '/v1/sessions')).body.sessions.length, 1)
 
     const del = await gw.request('DELETE', `/v1/sessions/${first.id}`)

@@ -19,7 +19,7 @@
  * under $XDG_RUNTIME_DIR fits in 107 bytes) pointed at the stand-in.
  */
 import assert from 'node:assert/strict'
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type TestClient, type TestGateway, eventually, processAlive, startGateway } from './gateway.js'
@@ -214,10 +214,6 @@ export function groupAlive (pgid: number): boolean {
   }
 }
 
-/** The argv of a running process (for checking the flags the gateway spawned the CLI with). */
-export function cmdline (pid: number): string[] {
-  return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter((a) => a !== '')
-}
 
 // ---- frame predicates ----
 

@@ -217,8 +217,18 @@ export async function eventually<T> (check: () => T | undefined | false | Promis
   }
 }
 
+/**
+ * A process's argv from /proc. A process inside execve has an empty cmdline for a moment
+ * (the new image is in place before its arguments are), and spawn returns during that
+ * window, so an empty one is read again.
+ */
+export async function commandLine (pid: number): Promise<string[]> {
+  const text = await eventually(() => readFileSync(`/proc/${pid}/cmdline`, 'utf8') || false, 5000, `the command line of ${pid}`)
+  return text.split('\0').filter((a) => a !== '')
+}
+
 /** Pids of live (non-zombie) fake CLI processes that are children of this test process, from /proc. */
-export function fakeCliPids (): number[] {
+export async function fakeCliPids (): Promise<number[]> {
   const pids: number[] = []
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue
@@ -226,7 +236,7 @@ export function fakeCliPids (): number[] {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
       if (fields[0] === 'Z' || Number(fields[1]) !== process.pid) continue
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(FAKE_CLI)) pids.push(Number(entry))
+      if ((await commandLine(Number(entry))).some((arg) => arg.includes(FAKE_CLI))) pids.push(Number(entry))
     } catch {
       // the process ended while we looked
     }
