@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { EventStore } from '../../src/store/store.js'
 import { isHello } from '../support/frames.js'
-import { type TestGateway, eventually, startGateway } from '../support/gateway.js'
+import { type TestClient, type TestGateway, eventually, startGateway } from '../support/gateway.js'
 import { turn } from './resume-helpers.js'
 
 describe('resume: hello comes first', () => {
@@ -75,51 +75,53 @@ describe('resume: hello comes first', () => {
     failAppends = false
   })
 
-  it('frames sent before hello are handled after it, in order, as the holder\'s', async () => {
+  /**
+   * A controller of a new session whose attach is held at the store while `write` sends
+   * frames; resolves once the gateway has them all (it answers a ping only after every
+   * frame sent before it), then lets the attach go on.
+   */
+  async function writeBeforeHello (write: (client: TestClient) => void): Promise<{ id: string, client: TestClient }> {
     const { id } = await gw.createSession()
     let open!: () => void
     gate = new Promise((resolve) => { open = resolve })
     const client = await gw.connect(id, 'after=0&role=controller')
     await eventually(() => waiting === 1, 5000, 'the attach waiting on the store')
-    client.sendUser('echo first')
-    client.send({ type: 'keep_alive' })
-    client.ws.send('{not json')
-    client.sendUser('echo second')
-    // The gateway answers a ping after every frame sent before it: all four are in while hello is held back.
+    write(client)
     await new Promise<void>((resolve) => { client.ws.once('pong', () => resolve()); client.ws.ping() })
     assert.equal(client.frames.length, 0, `nothing is sent before hello: ${JSON.stringify(client.frames)}`)
-
     gate = null
     open()
+    return { id, client }
+  }
+
+  const prompts = (id: string): string[] => gw.stdinLines(id).filter((l) => l.type === 'user').map((l) => l.message.content)
+  const errorCodes = (client: TestClient): string[] => client.frames.filter((f) => f.type === 'gateway' && f.subtype === 'error').map((f) => f.code)
+
+  it('frames sent before hello are handled after it, in order, as the holder\'s', async () => {
+    const { id, client } = await writeBeforeHello((c) => {
+      c.sendUser('echo first')
+      c.send({ type: 'keep_alive' })
+      c.ws.send('{not json')
+      c.sendUser('echo second')
+    })
     await client.waitFor((f) => f.type === 'result' && String(f.result).endsWith('second'))
     assert.equal(client.frames[0]?.subtype, 'hello')
     assert.equal(client.frames[0]?.role, 'controller')
-    const errors = client.frames.filter((f) => f.type === 'gateway' && f.subtype === 'error')
-    assert.deepEqual(errors.map((f) => f.code), ['invalid_json'], 'only the malformed frame is refused')
-    const users = gw.stdinLines(id).filter((l) => l.type === 'user').map((l) => l.message.content)
-    assert.deepEqual(users, ['echo first', 'echo second'], 'both prompts reached the CLI, in order')
+    assert.deepEqual(errorCodes(client), ['invalid_json'], 'only the malformed frame is refused')
+    assert.deepEqual(prompts(id), ['echo first', 'echo second'], 'both prompts reached the CLI, in order')
   })
 
   it('past 256 frames before hello, each further one is refused with rate_limited once hello is out', async () => {
-    const { id } = await gw.createSession()
-    let open!: () => void
-    gate = new Promise((resolve) => { open = resolve })
-    const client = await gw.connect(id, 'after=0&role=controller')
-    await eventually(() => waiting === 1, 5000, 'the attach waiting on the store')
-    client.sendUser('echo kept')
-    for (let i = 0; i < 255; i++) client.send({ type: 'keep_alive' })
-    client.sendUser('echo over one')
-    client.sendUser('echo over two')
-    await new Promise<void>((resolve) => { client.ws.once('pong', () => resolve()); client.ws.ping() })
-
-    gate = null
-    open()
+    const { id, client } = await writeBeforeHello((c) => {
+      c.sendUser('echo kept')
+      for (let i = 0; i < 255; i++) c.send({ type: 'keep_alive' })
+      c.sendUser('echo over one')
+      c.sendUser('echo over two')
+    })
     await client.waitFor((f) => f.type === 'result' && String(f.result).endsWith('kept'))
     assert.equal(client.frames[0]?.subtype, 'hello')
-    const errors = client.frames.filter((f) => f.type === 'gateway' && f.subtype === 'error')
-    assert.deepEqual(errors.map((f) => f.code), ['rate_limited', 'rate_limited'])
-    assert.match(String(errors[0]?.message), /256 frames before hello/)
-    const users = gw.stdinLines(id).filter((l) => l.type === 'user').map((l) => l.message.content)
-    assert.deepEqual(users, ['echo kept'], 'only the prompt within the bound reached the CLI')
+    assert.deepEqual(errorCodes(client), ['rate_limited', 'rate_limited'])
+    assert.match(String(client.frames.find((f) => f.code === 'rate_limited')?.message), /256 frames before hello/)
+    assert.deepEqual(prompts(id), ['echo kept'], 'only the prompt within the bound reached the CLI')
   })
 })
