@@ -20,7 +20,6 @@ import { parseOr400 } from './validate.js'
 
 /** Frames held before a client's hello; later ones are answered `rate_limited` once it is out. */
 const EARLY_FRAMES_MAX = 256
-const NOTHING = Buffer.alloc(0)
 
 export interface WsRoutesOptions {
   manager: SessionManager
@@ -61,12 +60,8 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
     heartbeat.add(client)
     const limiter = new FrameRateLimiter(options.maxFramesPerSec)
 
-    /** Handles one frame; `refused` is the rate_limited message when it is to be dropped instead. */
-    const onMessage = (data: RawData, isBinary: boolean, refused: string | null): void => {
-      if (refused !== null) {
-        client.send(errorFrame('rate_limited', refused))
-        return
-      }
+    const refuse = (message: string): void => { client.send(errorFrame('rate_limited', message)) }
+    const onMessage = (data: RawData, isBinary: boolean): void => {
       if (isBinary) {
         client.send(errorFrame('binary_not_supported', errorTable.binary_not_supported.message))
         return
@@ -84,19 +79,24 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
         client.send(errorFrame('internal', errorTable.internal.message))
       }
     }
+    const tooFast = `More than ${options.maxFramesPerSec} frames per second: frame dropped`
     // Frames sent before hello (the attach may wait on the store) are held: hello comes first,
     // and they count as the role hello gives the client, not as an observer's.
-    let early: Array<[RawData, boolean, string | null]> | null = []
+    let early: Array<() => void> | null = []
     socket.on('message', (data: RawData, isBinary: boolean) => {
       const verdict = limiter.take()
       if (verdict === 'flood') {
         client.close(closeCodes.flood, 'frame flood')
         return
       }
-      let refused = verdict === 'ok' ? null : `More than ${options.maxFramesPerSec} frames per second: frame dropped`
-      if (early === null) { onMessage(data, isBinary, refused); return }
-      if (early.length >= EARLY_FRAMES_MAX) refused = `More than ${EARLY_FRAMES_MAX} frames before hello: frame dropped`
-      early.push([refused === null ? data : NOTHING, isBinary, refused])
+      if (early === null) {
+        if (verdict === 'ok') onMessage(data, isBinary)
+        else refuse(tooFast)
+      } else if (early.length >= EARLY_FRAMES_MAX) {
+        early.push(() => refuse(`More than ${EARLY_FRAMES_MAX} frames before hello: frame dropped`))
+      } else {
+        early.push(verdict === 'ok' ? () => onMessage(data, isBinary) : () => refuse(tooFast))
+      }
     })
     socket.on('close', () => {
       heartbeat.delete(client)
@@ -107,7 +107,7 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
     const onHello = (): void => {
       const held = early ?? []
       early = null
-      for (const [data, isBinary, refused] of held) onMessage(data, isBinary, refused)
+      for (const handle of held) handle()
     }
     session.attach(client, { role: query.role, after: query.after, onHello }).catch((err: unknown) => {
       request.log.error({ err }, 'attach failed')

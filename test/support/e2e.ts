@@ -214,7 +214,6 @@ export function groupAlive (pgid: number): boolean {
   }
 }
 
-
 // ---- frame predicates ----
 
 /** A relayed CLI message of that type (and subtype). */
