@@ -79,7 +79,6 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
         client.send(errorFrame('internal', errorTable.internal.message))
       }
     }
-    const tooFast = `More than ${options.maxFramesPerSec} frames per second: frame dropped`
     // Frames sent before hello (the attach may wait on the store) are held: hello comes first,
     // and they count as the role hello gives the client, not as an observer's.
     let early: Array<() => void> | null = []
@@ -91,11 +90,11 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
       }
       if (early === null) {
         if (verdict === 'ok') onMessage(data, isBinary)
-        else refuse(tooFast)
+        else refuse(tooFast(options.maxFramesPerSec))
       } else if (early.length >= EARLY_FRAMES_MAX) {
         early.push(() => refuse(`More than ${EARLY_FRAMES_MAX} frames before hello: frame dropped`))
       } else {
-        early.push(verdict === 'ok' ? () => onMessage(data, isBinary) : () => refuse(tooFast))
+        early.push(verdict === 'ok' ? () => onMessage(data, isBinary) : () => refuse(tooFast(options.maxFramesPerSec)))
       }
     })
     socket.on('close', () => {
@@ -114,6 +113,10 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
       client.close(1011, 'attach failed')
     })
   })
+}
+
+function tooFast (perSecond: number): string {
+  return `More than ${perSecond} frames per second: frame dropped`
 }
 
 function rawText (data: RawData): string {
