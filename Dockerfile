@@ -13,10 +13,12 @@ RUN npm run build && npm prune --omit=dev
 
 FROM node:20-bookworm-slim
 # git and ripgrep are tools the CLI uses in a workspace; tini reaps zombies;
-# bubblewrap serves CLAUDE_LAUNCHER=/app/config/launchers/bwrap.sh where the
-# container runtime allows user namespaces.
+# bubblewrap and socat make the default SANDBOX=bwrap (each CLI in its own
+# namespaces, network only through the gateway's egress proxy). The
+# container needs user namespaces and a mountable /proc: see docs/SECURITY.md
+# (seccomp/AppArmor unconfined or a custom profile, systempaths=unconfined).
 RUN apt-get update \
-  && apt-get install -y --no-install-recommends bubblewrap ca-certificates git ripgrep tini \
+  && apt-get install -y --no-install-recommends bubblewrap ca-certificates git ripgrep socat tini \
   && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
@@ -33,6 +35,6 @@ VOLUME ["/data"]
 EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s \
   CMD node -e "fetch('http://127.0.0.1:8080/healthz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"
-# HOST=0.0.0.0 needs GATEWAY_TOKENS (the gateway refuses to start without it).
+# HOST=0.0.0.0 needs GATEWAY_TOKENS or GATEWAY_TOKENS_FILE (the gateway refuses to start without one); prefer the _FILE form (docker/compose.yaml).
 ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["node", "dist/src/server.js"]

@@ -139,6 +139,8 @@ export async function startGateway (options: GatewayOptions = {}): Promise<Gatew
     WS_MAX_FRAMES_PER_SEC: '100000',
     EVENTS_MAX_PER_SESSION: '5000000',
     TENANT_CONFIG_DIRS: 'false',
+    // The relay scenarios measure the gateway against raw pipes: no sandbox (`--only sandbox` measures its cost).
+    SANDBOX: 'none',
     CLI_STOP_TIMEOUT_MS: '1000',
     SHUTDOWN_GRACE_MS: '5000',
     ...options.env

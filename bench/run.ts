@@ -21,6 +21,7 @@ import {
   redisClient, redisPid, runClients, sleep, startBareServer, startGateway, startRawPipe
 } from './lib.js'
 import { ioredisPipelineLoop, redisBenchmark, redisRoundTrip, storeAppendLoop } from './redis-baseline.js'
+import { measureSandbox, median } from './sandbox.js'
 
 // ---------------------------------------------------------------- options
 
@@ -47,7 +48,7 @@ function parseArgs (argv: string[]): Options {
     else if (flag === '--survivor-profile') o.profile = 'heap-survivors'
     else if (flag === '--memory-store') o.memoryStore = true
     else if (flag === '--help' || flag === '-h') {
-      process.stdout.write('npm run bench -- [--quick] [--soak 10m] [--only redis,latency1,latency10,saturation,fanout,permission,replay,idle,sessions] [--profile | --heap-profile | --survivor-profile] [--memory-store]\n')
+      process.stdout.write('npm run bench -- [--quick] [--soak 10m] [--only redis,latency1,latency10,saturation,fanout,permission,replay,idle,sessions,sandbox] [--profile | --heap-profile | --survivor-profile] [--memory-store]\n')
       process.exit(0)
     } else throw new Error(`unknown option ${a}`)
   }
@@ -495,6 +496,19 @@ async function scenarioSessions (): Promise<void> {
   }
 }
 
+async function scenarioSandbox (): Promise<void> {
+  const runs = Q ? 5 : 15
+  const turns = Q ? 5 : 10
+  log(`sandbox: CLI start and per-turn latency, SANDBOX=none vs bwrap (light CLI, ${runs} runs of ${turns} turns each)`)
+  const [none, bwrap] = await measureSandbox(runs, turns, storeEnv())
+  if (none === undefined || bwrap === undefined) return
+  raw.sandbox = { none, bwrap }
+  const spread = (xs: number[]): string => `${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))}`
+  const scenario = 'Sandbox cost (bwrap + egress proxy vs none)'
+  row({ scenario, metric: 'CLI start: POST /v1/sessions → initialize answered (median)', unit: 'ms', gateway: median(bwrap.start_ms), baseline: median(none.start_ms), target: 'reference', pass: null, note: `${runs} runs; spread bwrap ${spread(bwrap.start_ms)} ms, none ${spread(none.start_ms)} ms; baseline: SANDBOX=none` })
+  row({ scenario, metric: 'per-turn latency: user frame → result (median)', unit: 'ms', gateway: median(bwrap.turn_ms), baseline: median(none.turn_ms), target: 'reference', pass: null, note: `${bwrap.turn_ms.length} turns; spread bwrap ${spread(bwrap.turn_ms)} ms, none ${spread(none.turn_ms)} ms` })
+}
+
 // ---------------------------------------------------------------- soak
 
 async function soak (durationMs: number): Promise<void> {
@@ -621,6 +635,7 @@ async function main (): Promise<void> {
       if (sharedRaw !== null) { await sharedRaw.close(); sharedRaw = null }
       if (want('idle')) await scenarioIdle()
       if (want('sessions')) await scenarioSessions()
+      if (want('sandbox')) await scenarioSandbox()
     }
   } finally {
     if (sharedGateway !== null) await sharedGateway.close().catch(() => {})

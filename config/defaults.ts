@@ -39,6 +39,14 @@ export const defaults = {
   ALLOWED_HOSTS: '',
   /** Whether clients may ask for permission_mode bypassPermissions. */
   ALLOW_BYPASS_PERMISSIONS: false,
+  /** Client control_request subtypes forwarded to the CLI (comma list, `*` = all): the Agent SDK's ordinary calls, nothing that runs commands, reads files or rewrites settings. */
+  CLIENT_CONTROL_ALLOW: 'interrupt,set_permission_mode,set_model,set_max_thinking_tokens,mcp_status,mcp_set_servers,mcp_reconnect,mcp_toggle,mcp_read_resource,get_context_usage,get_session_cost,list_models,get_binary_version,rewind_files,stop_task,background_tasks,get_task_output,cancel_async_message,rename_session,reload_skills,reload_output_styles',
+  /** MCP server types a client may add with mcp_set_servers (`sdk` runs in the client; `stdio` would be a command the CLI runs). */
+  CLIENT_MCP_SERVER_TYPES: 'sdk',
+  /** Where a permission answer's updatedPermissions may be written. */
+  PERMISSION_UPDATE_DESTINATIONS: 'session,localSettings,projectSettings',
+  /** Tools for which an allow rule with no specifier (`Bash`, `Bash(*)`) is refused while bypass is off. */
+  PERMISSION_BROAD_RULE_TOOLS: 'Bash',
   MAX_SESSIONS_PER_TENANT: 20,
   MAX_CLIENTS_PER_SESSION: 20,
   /** Sustained client frames per second per connection (bursts of twice this are allowed). */
@@ -47,9 +55,31 @@ export const defaults = {
   RATE_LIMIT_PER_MINUTE: 600,
   /** Failed authentications per client IP per minute before it gets 429. */
   AUTH_FAILURES_PER_MINUTE: 30,
+  /** Fastify's trustProxy: `true`, `false`, a hop count, or a comma list of proxy addresses/CIDRs whose X-Forwarded-For is believed. */
+  TRUST_PROXY: 'false',
+  /** A request (headers and body) must arrive within this; 0 = no limit. WebSockets and event streams are not cut by it. */
+  REQUEST_TIMEOUT_MS: 30_000,
+  /** The request headers must arrive within this (at most REQUEST_TIMEOUT_MS). */
+  HEADERS_TIMEOUT_MS: 10_000,
+  /** An idle keep-alive connection is closed after this (keep it above a reverse proxy's idle timeout). */
+  KEEPALIVE_TIMEOUT_MS: 72_000,
+  /** Open TCP connections to the gateway; further ones are dropped at once. */
+  MAX_CONNECTIONS: 2_000,
+  /** WebSocket and event-stream (SSE) clients of one tenant, across all its sessions. */
+  MAX_CONNECTIONS_PER_TENANT: 100,
+  /** A history page (GET /v1/sessions/:id/events) stops before passing this many bytes (always at least one event). */
+  HISTORY_PAGE_MAX_BYTES: 4 * 1024 * 1024,
+  /** Extra variables passed to the CLI: names, or prefixes ending in `_` or `*` (e.g. `AWS_,GOOGLE_`). */
+  CLI_ENV_ALLOW: '',
+  /** Longest JWT lifetime accepted (exp - iat, or exp - now without iat). */
+  JWT_MAX_TTL_SECONDS: 86_400,
   BODY_LIMIT_BYTES: 1024 * 1024,
   /** Lifetime of a single-use WebSocket ticket. */
   WS_TICKET_TTL_MS: 30_000,
+  /** How each CLI is confined (unless CLAUDE_LAUNCHER is set): `bwrap` (bubblewrap + an egress proxy) or `none`. */
+  SANDBOX: 'bwrap',
+  /** Let SANDBOX=none start although the gateway serves several tenants (or JWTs) or listens beyond loopback. */
+  ALLOW_UNSANDBOXED: false,
   /** Give each tenant its own CLI config dir (CLAUDE_CONFIG_DIR = $DATA_DIR/claude-config/<tenant>). */
   TENANT_CONFIG_DIRS: true,
   /** JWT claim naming the tenant. */

@@ -13,19 +13,27 @@ import { AnyOf, JwtAuthenticator } from './auth/jwt.js'
 import { type Authenticator, StaticTokens } from './auth/static-tokens.js'
 import { TicketBook } from './auth/tickets.js'
 import type { CliLauncher } from './cli/cli-handle.js'
-import { CliProcess } from './cli/cli-process.js'
+import { CliProcess, runOnce } from './cli/cli-process.js'
 import { reapOrphans } from './cli/reaper.js'
 import type { Config } from './config.js'
+import { ControlPolicy } from './control/control-policy.js'
 import { GatewayError, closeCodes } from './errors.js'
+import { isLoopback } from './net/loopback.js'
+import { redactedRequest } from './net/redact.js'
+import { TenantConnections } from './net/tenant-connections.js'
 import security, { GATEWAY_PROTOCOL } from './plugins/security.js'
 import { eventRoutes } from './routes/events.js'
 import { healthRoutes } from './routes/health.js'
 import { permissionRoutes } from './routes/permissions.js'
 import { sessionRoutes } from './routes/sessions.js'
 import { wsRoutes } from './routes/ws.js'
+import { gatewaySandbox } from './sandbox/gateway-sandbox.js'
+import type { ProbeRunner } from './sandbox/probe.js'
 import { SessionManager } from './session/session-manager.js'
 import { MemoryStore } from './store/memory.js'
 import { RedisStore } from './store/redis.js'
+import { SignedStore } from './store/signed-records.js'
+import { loadStoreSecret } from './store/store-secret.js'
 import type { EventStore } from './store/store.js'
 import { Heartbeat } from './ws/heartbeat.js'
 
@@ -36,6 +44,8 @@ export interface AppParts {
   logger?: Logger
   /** Environment the CLI's allowlisted env is taken from (default: process.env). */
   env?: NodeJS.ProcessEnv
+  /** SANDBOX=bwrap start-up probe: how to run it (default: runOnce), or false to skip it. */
+  probeSandbox?: ProbeRunner | false
 }
 
 export interface GatewayState {
@@ -60,9 +70,15 @@ declare module 'fastify' {
 export async function buildApp (config: Config, parts: AppParts = {}): Promise<FastifyInstance> {
   const logger = parts.logger ?? pino({ level: config.logLevel, redact: ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]'] })
   const ownsStore = parts.store === undefined
-  const store = parts.store ?? (config.redisUrl === undefined
+  const chosenStore = parts.store ?? (config.redisUrl === undefined
     ? new MemoryStore({ retention: retention(config) })
     : new RedisStore({ url: config.redisUrl, prefix: config.redisPrefix, retention: retention(config) }))
+  // Whatever store was chosen or injected: records are signed on write and checked on every read.
+  const store: EventStore = new SignedStore(chosenStore, {
+    secret: config.storeSecret ?? loadStoreSecret(config.dataDir),
+    allowBypassPermissions: config.allowBypassPermissions,
+    logger
+  })
 
   let generatedToken: string | null = null
   let authenticator = parts.authenticator
@@ -87,19 +103,30 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     pidDir
   }))
 
+  const sandbox = gatewaySandbox(config, { inner: launch, logger, cliEnv: parts.env ?? process.env, probe: parts.probeSandbox ?? runOnce })
+
   const manager = new SessionManager({
     store,
-    launch,
+    launch: sandbox.launch,
+    sandboxed: sandbox.active,
     logger,
     claudeBin: config.claudeBin,
     claudeArgsExtra: config.claudeArgsExtra,
     workspaceRoot: config.workspaceRoot,
     maxSessions: config.maxSessions,
     maxSessionsPerTenant: config.maxSessionsPerTenant,
-    allowBypassPermissions: config.allowBypassPermissions,
-    configRoot: config.tenantConfigDirs ? join(config.dataDir, 'claude-config') : null,
+    policy: new ControlPolicy({
+      clientControlAllow: config.clientControlAllow,
+      mcpServerTypes: config.clientMcpServerTypes,
+      permissionUpdateDestinations: config.permissionUpdateDestinations,
+      broadRuleTools: config.permissionBroadRuleTools,
+      allowBypassPermissions: config.allowBypassPermissions
+    }),
+    // A sandbox shows no shared HOME: its CLI always gets its tenant's own config dir.
+    configRoot: config.tenantConfigDirs || sandbox.active ? join(config.dataDir, 'claude-config') : null,
     launcher: config.claudeLauncher,
     env: parts.env,
+    cliEnvAllow: config.cliEnvAllow,
     limits: {
       permissionTimeoutMs: config.permissionTimeoutMs,
       controlRequestTimeoutMs: config.controlRequestTimeoutMs,
@@ -112,11 +139,21 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   const heartbeat = new Heartbeat(config.keepaliveIntervalMs)
 
   const app = Fastify({
-    loggerInstance: logger as FastifyBaseLogger,
+    // Request lines are logged with `?token=` / `?ticket=` values redacted, whatever logger was passed in.
+    loggerInstance: logger.child({}, { serializers: { req: redactedRequest } }) as FastifyBaseLogger,
     bodyLimit: config.bodyLimitBytes,
+    trustProxy: trustProxy(config.trustProxy),
+    // A slow or trickled request is answered 408 and closed. Upgraded WebSockets and
+    // event streams are past their request, so these never cut them.
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    http: { connectionsCheckingInterval: connectionsCheckingInterval(config) },
     // The router's own errors (a malformed %-escape in the URL) get the same body as every other error.
     frameworkErrors: (_err, _request, reply) => { void (reply as FastifyReply).code(400).send(new GatewayError('bad_request', 'The URL is not valid').toJSON()) }
   })
+  app.server.headersTimeout = config.headersTimeoutMs
+  // Past this, Node drops new TCP connections at once; established ones are not touched.
+  app.server.maxConnections = config.maxConnections
   const state: GatewayState = { manager, store, heartbeat, generatedToken, shuttingDown: false }
   app.decorate('gateway', state)
   app.decorateRequest('tenant', '')
@@ -157,24 +194,27 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     tickets,
     allowedOrigins: config.allowedOrigins,
     allowedHosts: config.allowedHosts,
-    loopbackOnly: LOOPBACK.has(config.host),
+    loopbackOnly: isLoopback(config.host),
     rateLimitPerMinute: config.rateLimitPerMinute,
     authFailuresPerMinute: config.authFailuresPerMinute
   })
   await app.register(sessionRoutes, { manager })
   await app.register(permissionRoutes, { manager })
-  await app.register(eventRoutes, { manager, keepaliveIntervalMs: config.keepaliveIntervalMs, maxBufferedBytes: config.wsMaxBufferedBytes, maxClientsPerSession: config.maxClientsPerSession })
+  const tenantConnections = new TenantConnections(config.maxConnectionsPerTenant)
+  await app.register(eventRoutes, { manager, keepaliveIntervalMs: config.keepaliveIntervalMs, maxBufferedBytes: config.wsMaxBufferedBytes, maxClientsPerSession: config.maxClientsPerSession, tenantConnections, historyPageMaxBytes: config.historyPageMaxBytes })
   await app.register(wsRoutes, {
     manager,
     heartbeat,
     tickets,
     maxBufferedBytes: config.wsMaxBufferedBytes,
     maxClientsPerSession: config.maxClientsPerSession,
-    maxFramesPerSec: config.wsMaxFramesPerSec
+    maxFramesPerSec: config.wsMaxFramesPerSec,
+    tenantConnections
   })
   await app.register(healthRoutes, { manager, store, maxSessions: config.maxSessions, isShuttingDown: () => state.shuttingDown })
 
   app.addHook('onReady', async () => {
+    await sandbox.start() // refuses to start when SANDBOX=bwrap cannot run here
     const reaped = await reapOrphans(pidDir, config.cliStopTimeoutMs)
     if (reaped.length > 0) logger.warn({ pids: reaped }, 'ended CLIs left running by a previous gateway process')
     try {
@@ -187,13 +227,29 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
 
   app.addHook('onClose', async () => {
     await manager.shutdown(config.shutdownGraceMs)
+    sandbox.close()
     if (ownsStore) await store.close()
   })
 
   return app
 }
 
-const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost'])
+/**
+ * Fastify takes `true`, addresses/CIDRs, or a function; a bare number it
+ * treats as "trust nothing". A hop count is read as Express reads it: the
+ * peer and the next n-1 addresses of X-Forwarded-For are proxies. It cannot
+ * tell a proxy from a client that connects directly, hence addresses are
+ * preferred (docs/SECURITY.md).
+ */
+function trustProxy (setting: Config['trustProxy']): boolean | string[] | ((address: string, hop: number) => boolean) {
+  return typeof setting === 'number' ? (_address, hop) => hop < setting : setting
+}
+
+/** How often Node looks for requests past their timeouts: a fraction of the shortest, so one is ended close to its time. */
+function connectionsCheckingInterval (config: Config): number {
+  const timeouts = [config.requestTimeoutMs, config.headersTimeoutMs].filter((ms) => ms > 0)
+  return timeouts.length === 0 ? 30_000 : Math.min(5000, Math.max(100, Math.floor(Math.min(...timeouts) / 4)))
+}
 
 function retention (config: Config): { maxEventsPerSession: number, ttlSecondsAfterEnd: number } {
   return { maxEventsPerSession: config.eventsMaxPerSession, ttlSecondsAfterEnd: config.eventsTtlSeconds }

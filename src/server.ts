@@ -5,8 +5,7 @@
  */
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig } from './config.js'
-
-const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost'])
+import { isLoopback } from './net/loopback.js'
 
 async function main (): Promise<void> {
   let config
@@ -19,8 +18,8 @@ async function main (): Promise<void> {
     }
     throw err
   }
-  if (config.tokens === null && !LOOPBACK.has(config.host)) {
-    process.stderr.write(`invalid configuration:\n  HOST: ${config.host} is not loopback; set GATEWAY_TOKENS to listen beyond this machine\n`)
+  if (config.tokens === null && !isLoopback(config.host)) {
+    process.stderr.write(`invalid configuration:\n  HOST: ${config.host} is not loopback; set GATEWAY_TOKENS (or GATEWAY_TOKENS_FILE) to listen beyond this machine\n`)
     process.exit(2)
   }
 
@@ -53,6 +52,10 @@ async function main (): Promise<void> {
 }
 
 main().catch((err: unknown) => {
+  if (err instanceof ConfigError) { // e.g. SANDBOX=bwrap cannot run here (found by the start-up probe)
+    process.stderr.write(`${err.message}\n`)
+    process.exit(2)
+  }
   process.stderr.write(`gateway failed to start: ${err instanceof Error ? err.stack : String(err)}\n`)
   process.exit(1)
 })

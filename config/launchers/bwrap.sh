@@ -1,4 +1,12 @@
 #!/bin/sh
+# NOT the sandbox to use: the built-in SANDBOX=bwrap (the default) replaces
+# this script. Kept only as an example of the CLAUDE_LAUNCHER interface. It
+# binds the session folder the gateway resolved on the host, which bwrap
+# resolves again: a tenant that swaps a directory and a symlink in a loop
+# wins that race and gets WORKSPACE_ROOT mounted (issue 11, finding 2; see
+# test/integration/sandbox-symlink-race.test.ts). It also shares the host's
+# network (Redis, the gateway's port) and all of /etc.
+#
 # CLAUDE_LAUNCHER example: runs each CLI under bubblewrap (Debian package
 # `bubblewrap`) so its tools see the system read-only, their own session's
 # workspace and their tenant's CLI config dir read-write, and nothing else:

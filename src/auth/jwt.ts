@@ -13,6 +13,8 @@ export interface JwtOptions {
   tenantClaim: string
   issuer?: string | undefined
   audience?: string | undefined
+  /** JWT_MAX_TTL_SECONDS: the longest lifetime accepted (exp − iat, or exp − now without iat). */
+  maxTtlSeconds?: number | undefined
 }
 
 const ASYMMETRIC = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']
@@ -47,6 +49,7 @@ export class JwtAuthenticator implements Authenticator {
     for (const { key, algorithms } of await this.#keys) {
       try {
         const { payload } = await jwtVerify(token, key, { ...verify, algorithms })
+        if (!this.#lifetimeOk(payload.exp as number, payload.iat)) return null
         const tenant = payload[this.#o.tenantClaim]
         return typeof tenant === 'string' && TENANT.test(tenant) ? tenant : null
       } catch {
@@ -54,6 +57,19 @@ export class JwtAuthenticator implements Authenticator {
       }
     }
     return null
+  }
+
+  /**
+   * A leaked token is good until it expires, so issuers must not mint long
+   * ones. Measured from iat, or from now when iat is missing or in the future
+   * (a future iat would make a long token look short).
+   */
+  #lifetimeOk (exp: number, iat: number | undefined): boolean {
+    const max = this.#o.maxTtlSeconds
+    if (max === undefined) return true
+    const now = Math.floor(Date.now() / 1000)
+    const from = iat === undefined ? now : Math.min(iat, now)
+    return exp - from <= max
   }
 }
 

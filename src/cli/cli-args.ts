@@ -2,7 +2,11 @@
  * The fixed table from session options to CLI flags. Clients never pass raw
  * flags: each option maps to exactly one flag here, after zod validation.
  */
+import { GatewayError } from '../errors.js'
 import type { SessionOptions } from '../protocol/session-options.js'
+
+/** Linux's MAX_ARG_STRLEN: the most bytes one argument may have, its terminating NUL included. */
+export const MAX_ARG_STRLEN = 131_072
 
 /** Flags every CLI gets: stream-json both ways, and permission prompts over stdio. */
 export const baseArgs = [
@@ -45,5 +49,14 @@ export function buildCliArgs (input: CliArgsInput): string[] {
     args.push(...(optionFlags[key] as (v: unknown) => string[])(value))
   }
   args.push(...input.extra)
+  // The request schema bounds each option already; this also covers options stored before it
+  // did, and CLAUDE_ARGS_EXTRA. exec would fail with E2BIG.
+  for (const arg of args) {
+    const bytes = Buffer.byteLength(arg, 'utf8') + 1
+    if (bytes > MAX_ARG_STRLEN) {
+      const flag = arg.startsWith('--') ? arg.slice(0, Math.max(0, arg.indexOf('='))) || arg.slice(0, 40) : 'an argument'
+      throw new GatewayError('bad_request', `${flag} is ${bytes} bytes; one CLI argument may hold at most ${MAX_ARG_STRLEN}`)
+    }
+  }
   return args
 }

@@ -20,6 +20,11 @@ export interface CliSpawnSpec {
   env: Record<string, string>
   /** Used to tag log lines and pid files. */
   sessionId: string
+  /**
+   * SANDBOX=bwrap: the folders the gateway resolved itself, which the sandbox
+   * shows read-write, and the session's folder (created and entered inside).
+   */
+  sandbox?: { tenantRoot: string, configDir: string, workdir: string }
 }
 
 export interface CliCallbacks {

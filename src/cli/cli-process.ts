@@ -155,3 +155,37 @@ export class CliProcess implements CliHandle {
     this.#resolveExit(exit)
   }
 }
+
+export interface RunResult {
+  code: number | null
+  signal: string | null
+  /** Start error (ENOENT, ...), else ''. */
+  error: string
+  output: string
+}
+
+/**
+ * Runs a short command to completion (start-up checks such as the sandbox
+ * probe), with a deadline after which it is killed. Lives here because this
+ * is the one module that starts processes.
+ */
+export function runOnce (command: string, args: string[], timeoutMs: number): Promise<RunResult> {
+  return new Promise((resolve) => {
+    let output = ''
+    let error = ''
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } })
+    const timer = setTimeout(() => { error = `timed out after ${timeoutMs} ms`; child.kill('SIGKILL') }, timeoutMs)
+    const collect = (chunk: Buffer): void => { if (output.length < 4096) output += chunk.toString('utf8') }
+    child.stdout.on('data', collect)
+    child.stderr.on('data', collect)
+    const done = (code: number | null, signal: string | null): void => {
+      clearTimeout(timer)
+      resolve({ code, signal, error, output: output.trim() })
+    }
+    child.on('error', (err) => {
+      error = err.message
+      if (child.pid === undefined) done(null, null) // never started: no 'close' to wait for
+    })
+    child.on('close', done)
+  })
+}

@@ -122,13 +122,3 @@ export function timeoutDenial (request: Record<string, unknown>, timeoutMs: numb
 function isRecord (value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
-
-/**
- * True when a client-supplied control payload names the `bypassPermissions`
- * mode anywhere (set_permission_mode, updatedPermissions setMode rules,
- * apply_flag_settings, ...). Checked on the serialised text so no nesting or
- * field name can hide it.
- */
-export function mentionsBypass (value: unknown): boolean {
-  return value !== undefined && JSON.stringify(value).includes('bypassPermissions')
-}

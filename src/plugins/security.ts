@@ -8,7 +8,9 @@
  * - authentication for every `/v1` route: `Authorization: Bearer`, a
  *   `bearer.<token>` Sec-WebSocket-Protocol entry, or a single-use `?ticket=`
  *   on the WebSocket route;
- * - REST rate limit per tenant, and a limit on failed authentications per IP.
+ * - REST rate limit per tenant, and a limit on failed authentications per
+ *   client address (`request.ip`: behind a proxy listed in TRUST_PROXY, the
+ *   client it forwards for, so one client's lockout never blocks the others).
  */
 import cors from '@fastify/cors'
 import rateLimit from '@fastify/rate-limit'
@@ -17,6 +19,7 @@ import fp from 'fastify-plugin'
 import { type Authenticator, bearerToken } from '../auth/static-tokens.js'
 import type { TicketBook } from '../auth/tickets.js'
 import { GatewayError } from '../errors.js'
+import { isLoopback } from '../net/loopback.js'
 
 export interface SecurityOptions {
   authenticator: Authenticator
@@ -26,7 +29,7 @@ export interface SecurityOptions {
   allowedHosts: string[]
   loopbackOnly: boolean
   rateLimitPerMinute: number
-  /** Failed authentications per IP per minute before that IP gets 429 (guessing tokens). */
+  /** Failed authentications per client address per minute before it gets 429 (guessing tokens). */
   authFailuresPerMinute: number
 }
 
@@ -42,7 +45,9 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
   const failures = new FailureWindow(o.authFailuresPerMinute, 60_000)
 
   app.addHook('onRequest', async (request) => {
-    if (o.loopbackOnly && !hosts.has(hostName(request.headers.host))) {
+    // Any loopback address literal is fine too (a rebinding page sends its own name, never an address).
+    const host = hostName(request.headers.host)
+    if (o.loopbackOnly && !hosts.has(host) && !isLoopback(host)) {
       throw new GatewayError('forbidden_host')
     }
     const origin = request.headers.origin

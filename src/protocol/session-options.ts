@@ -5,6 +5,18 @@
 import { z } from 'zod'
 import { permissionModes } from './client-frames.js'
 
+/**
+ * Linux refuses to exec with any one argument over MAX_ARG_STRLEN (131072
+ * bytes with its NUL): free-text options become one `--flag=value` argument
+ * each, so their UTF-8 size is bounded here, leaving room for the flag.
+ */
+export const ARG_VALUE_MAX_BYTES = 131_072 - 64
+/** `metadata` is kept with the session record for its whole retention: at most this much JSON. */
+export const METADATA_MAX_BYTES = 16 * 1024
+
+const byteLength = (text: string): number => Buffer.byteLength(text, 'utf8')
+const argBytes = `larger than ${ARG_VALUE_MAX_BYTES} bytes (UTF-8), the most one CLI argument can hold`
+
 /** Tool names and permission rules such as `Bash(git log:*)` or `mcp__server__tool`. */
 const toolRule = z.string().min(1).max(200).regex(/^[A-Za-z0-9_.*-]+(\([^\n\r\0]*\))?$/, 'not a tool name or rule')
 
@@ -13,12 +25,12 @@ export const sessionOptions = z.strictObject({
   permission_mode: z.enum(permissionModes).optional(),
   /** Sub-folder of the tenant's workspace root. */
   cwd: z.string().min(1).max(1024).regex(/^[^\0]*$/, 'contains NUL').optional(),
-  allowed_tools: z.array(toolRule).max(200).optional(),
-  disallowed_tools: z.array(toolRule).max(200).optional(),
-  append_system_prompt: z.string().max(100_000).regex(/^[^\0]*$/, 'contains NUL').optional(),
+  allowed_tools: z.array(toolRule).max(200).refine((v) => byteLength(v.join(',')) <= ARG_VALUE_MAX_BYTES, argBytes).optional(),
+  disallowed_tools: z.array(toolRule).max(200).refine((v) => byteLength(v.join(',')) <= ARG_VALUE_MAX_BYTES, argBytes).optional(),
+  append_system_prompt: z.string().max(ARG_VALUE_MAX_BYTES).regex(/^[^\0]*$/, 'contains NUL').refine((v) => byteLength(v) <= ARG_VALUE_MAX_BYTES, argBytes).optional(),
   max_turns: z.number().int().min(1).max(10_000).optional(),
   include_partial_messages: z.boolean().optional(),
-  metadata: z.json().optional()
+  metadata: z.json().refine((v) => byteLength(JSON.stringify(v)) <= METADATA_MAX_BYTES, `larger than ${METADATA_MAX_BYTES} bytes as JSON`).optional()
 })
 
 export type SessionOptions = z.infer<typeof sessionOptions>

@@ -18,9 +18,10 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { z } from 'zod'
 import { GatewayError } from '../errors.js'
 import { eventsQuery } from '../protocol/session-options.js'
+import type { TenantConnections } from '../net/tenant-connections.js'
 import type { ClientPort } from '../session/session.js'
 import type { SessionManager } from '../session/session-manager.js'
-import type { StoredEvent } from '../store/store.js'
+import { type HistoryPage, readHistoryPage } from '../session/history-page.js'
 import { findSession } from './sessions.js'
 import { parseOr400 } from './validate.js'
 
@@ -32,6 +33,10 @@ export interface EventRoutesOptions {
   maxBufferedBytes: number
   /** Streams are clients of their session: past MAX_CLIENTS_PER_SESSION a new one is refused (429), like a WebSocket. */
   maxClientsPerSession: number
+  /** MAX_CONNECTIONS_PER_TENANT, shared with WebSockets. */
+  tenantConnections: TenantConnections
+  /** A history page stops before passing this many bytes (HISTORY_PAGE_MAX_BYTES). */
+  historyPageMaxBytes: number
 }
 
 const streamQuery = z.strictObject({
@@ -50,18 +55,19 @@ export async function eventRoutes (app: FastifyInstance, options: EventRoutesOpt
   app.get('/v1/sessions/:id/events', async (request, reply) => {
     const query = parseOr400(eventsQuery, request.query)
     const session = await findSession(manager, request)
-    let page: StoredEvent[]
+    let page: HistoryPage
     try {
-      page = await session.events.read(query.after, query.limit + 1)
+      page = await readHistoryPage(session.events, query.after, query.limit, options.historyPageMaxBytes)
     } catch (err) {
       request.log.warn({ err }, 'event history read failed')
       throw new GatewayError('store_unavailable')
     }
-    const events = page.slice(0, query.limit)
+    const events = page.events
     const last = events[events.length - 1]?.seq ?? null
-    // More exists when the page was full, or when it stopped short of what was
-    // committed (the store's part ended where frames held in memory begin).
-    const hasMore = last !== null && (page.length > query.limit || last < session.events.committedSeq)
+    // More exists when the byte budget cut the page, or when it stopped short of
+    // what was committed (the count limit, or the store's part ended where frames
+    // held in memory begin).
+    const hasMore = last !== null && (page.cut || last < session.events.committedSeq)
     // Joined, not re-serialised: each stored frame is already the JSON text clients received.
     const body = `{"events":[${events.map((e) => e.frame).join(',')}],"has_more":${hasMore},"next_after":${last ?? 'null'}}`
     return reply.type('application/json; charset=utf-8').send(body)
@@ -72,8 +78,11 @@ export async function eventRoutes (app: FastifyInstance, options: EventRoutesOpt
     const after = resumePoint(request) ?? query.after ?? 0
     const session = await findSession(manager, request)
     if (session.clientCount >= options.maxClientsPerSession) throw new GatewayError('too_many_clients')
+    const releaseSlot = options.tenantConnections.acquire(request.tenant)
 
     reply.hijack()
+    // A stream is idle between heartbeats: no socket inactivity timeout may end it.
+    request.raw.socket.setTimeout(0)
     const res = reply.raw
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
@@ -87,6 +96,7 @@ export async function eventRoutes (app: FastifyInstance, options: EventRoutesOpt
     const release = (): void => {
       if (done) return
       done = true
+      releaseSlot()
       clearInterval(heartbeat)
       streams.delete(client)
       session.detach(client)

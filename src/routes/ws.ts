@@ -10,6 +10,7 @@ import { GatewayError, closeCodes, errorTable } from '../errors.js'
 import { parseClientFrame } from '../protocol/client-frames.js'
 import { wsQuery } from '../protocol/session-options.js'
 import { errorFrame } from '../session/frames.js'
+import type { TenantConnections } from '../net/tenant-connections.js'
 import type { Session } from '../session/session.js'
 import type { SessionManager } from '../session/session-manager.js'
 import { FrameRateLimiter } from '../ws/frame-rate-limiter.js'
@@ -28,12 +29,16 @@ export interface WsRoutesOptions {
   maxBufferedBytes: number
   maxClientsPerSession: number
   maxFramesPerSec: number
+  /** MAX_CONNECTIONS_PER_TENANT, shared with event streams. */
+  tenantConnections: TenantConnections
 }
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** Set before the upgrade for WebSocket routes. */
     gatewaySession?: Session
+    /** Gives back the tenant's connection slot taken before the upgrade. */
+    releaseConnection?: () => void
   }
 }
 
@@ -51,6 +56,10 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
       parseOr400(wsQuery, request.query)
       const session = await findSession(manager, request)
       if (session.clientCount >= options.maxClientsPerSession) throw new GatewayError('too_many_clients')
+      // Last, so nothing after it can refuse; the socket's close gives it back even if the handshake fails.
+      const release = options.tenantConnections.acquire(request.tenant)
+      request.raw.socket.once('close', release)
+      request.releaseConnection = release
       request.gatewaySession = session
     }
   }, (socket, request) => {
@@ -98,6 +107,7 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
       }
     })
     socket.on('close', () => {
+      request.releaseConnection?.()
       heartbeat.delete(client)
       session.detach(client)
     })

@@ -12,7 +12,7 @@
  * from history and `onOverflow` says so.
  */
 import type { Logger } from 'pino'
-import type { EventStore, StoredEvent } from '../store/store.js'
+import { type EventStore, type StoredEvent, withinBytes } from '../store/store.js'
 
 /** A committed event, with an optional alternative rendering for observers. */
 export interface LogEvent extends StoredEvent {
@@ -72,17 +72,27 @@ export class EventLog {
   }
 
   /**
-   * Committed events with seq > `after`, up to `upTo`, at most `limit`.
-   * Serves from the held (unsaved) frames where the store does not have them.
+   * Committed events with seq > `after`, up to `upTo`, at most `limit`, and
+   * with `maxBytes` cut as EventStore.read does (one store read). Serves from
+   * the held (unsaved) frames where the store does not have them.
    */
-  async read (after: number, limit: number, upTo = this.#committedSeq): Promise<StoredEvent[]> {
+  async read (after: number, limit: number, upTo = this.#committedSeq, maxBytes?: number): Promise<StoredEvent[]> {
+    // Seqs are contiguous, so no more than this many can lie in (after, upTo]:
+    // the store is never asked for (and the budget never spent on) later ones.
+    const want = Math.min(limit, upTo - after)
+    if (want <= 0) return []
     const heldFrom = this.#unsaved[0]?.seq
     if (heldFrom === undefined || after + 1 < heldFrom) {
-      const events = await this.#o.store.read(this.#o.sessionId, after, limit)
+      const events = await this.#o.store.read(this.#o.sessionId, after, want, maxBytes)
       const kept = events.filter((e) => e.seq <= upTo)
       if (kept.length > 0 || heldFrom === undefined) return kept
     }
-    return this.#unsaved.filter((e) => e.seq > after && e.seq <= upTo).slice(0, limit)
+    const held: LogEvent[] = []
+    for (const e of this.#unsaved) {
+      if (held.length >= want || e.seq > upTo) break
+      if (e.seq > after) held.push(e)
+    }
+    return withinBytes(held, maxBytes)
   }
 
   /**

@@ -5,17 +5,18 @@
  * are marked stopped (`exit.reason: "lost"`) when first loaded.
  */
 import { randomUUID } from 'node:crypto'
-import { mkdirSync } from 'node:fs'
-import { join } from 'node:path'
+import { mkdirSync, realpathSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { buildCliArgs } from '../cli/cli-args.js'
 import { buildCliEnv } from '../cli/cli-env.js'
 import type { CliLauncher, CliSpawnSpec } from '../cli/cli-handle.js'
+import type { ControlPolicy, PolicyScope } from '../control/control-policy.js'
 import { GatewayError } from '../errors.js'
 import type { SessionOptions } from '../protocol/session-options.js'
 import type { EventStore, SessionPage, SessionRecord } from '../store/store.js'
 import { Session, type SessionLimits } from './session.js'
-import { sessionWorkspace } from './workspace.js'
+import { sandboxWorkdir, sessionWorkspace } from './workspace.js'
 
 export interface SessionManagerOptions {
   store: EventStore
@@ -26,14 +27,22 @@ export interface SessionManagerOptions {
   workspaceRoot: string
   maxSessions: number
   maxSessionsPerTenant: number
-  allowBypassPermissions: boolean
+  /** What clients may ask of the CLI: control requests, permission answers, granting session options. */
+  policy: ControlPolicy
   /** Each tenant's CLI config dir is `<configRoot>/<tenant>` (CLAUDE_CONFIG_DIR); null leaves the CLI's default. */
   configRoot: string | null
+  /**
+   * SANDBOX=bwrap (and no launcher): specs carry the sandbox's folders and the
+   * gateway never creates or resolves the tenant-chosen `cwd` on the host.
+   */
+  sandboxed?: boolean
   /** Operator command wrapping each CLI: gets `<workspace> <config dir> -- <cli> <args...>`. */
   launcher?: string | undefined
   limits: SessionLimits
   /** Environment the CLI's allowlisted env is taken from. */
   env?: NodeJS.ProcessEnv
+  /** CLI_ENV_ALLOW: names and prefixes passed to the CLI beyond the built-in list. */
+  cliEnvAllow?: readonly string[]
 }
 
 export class SessionManager {
@@ -41,6 +50,8 @@ export class SessionManager {
   readonly #sessions = new Map<string, Session>()
   readonly #loading = new Map<string, Promise<Session | null>>()
   readonly #running = new Set<Session>()
+  /** Creates past admission whose CLI is not running yet: id → tenant. The limits count them. */
+  readonly #reserved = new Map<string, string>()
   #closing = false
 
   constructor (options: SessionManagerOptions) {
@@ -57,11 +68,23 @@ export class SessionManager {
 
   async create (tenant: string, options: SessionOptions): Promise<Session> {
     if (this.#closing) throw new GatewayError('shutting_down')
-    if (options.permission_mode === 'bypassPermissions' && !this.#o.allowBypassPermissions) throw new GatewayError('bypass_not_allowed')
+    const granted = this.#o.policy.checkSessionOptions(options) // permission_mode bypass, allowed_tools ["Bash"]
+    if (granted !== null) throw new GatewayError(granted.code, granted.message)
     const refused = this.#admit(tenant)
     if (refused !== null) throw refused
     const id = randomUUID()
-    sessionWorkspace(this.#o.workspaceRoot, tenant, id, options.cwd) // validates cwd before anything is stored
+    this.#workspace(tenant, id, options.cwd) // validates cwd before anything is stored
+    // The slot is held from here, across the store write: concurrent creates see it and
+    // are refused above, before they store a record they could not start.
+    this.#reserved.set(id, tenant)
+    try {
+      return await this.#createReserved(id, tenant, options)
+    } finally {
+      this.#reserved.delete(id)
+    }
+  }
+
+  async #createReserved (id: string, tenant: string, options: SessionOptions): Promise<Session> {
     const now = new Date().toISOString()
     const record: SessionRecord = {
       id,
@@ -78,9 +101,36 @@ export class SessionManager {
     delete record.options.metadata
     await this.#o.store.putSession(record)
     const session = this.#instantiate(record)
+    // Never throws: a spawn that fails (E2BIG, ENOENT) comes back as an error, the session already `exited`.
     const failed = session.start()
-    if (failed !== null) throw failed
+    // Counted as running from here (or not at all): the reservation is done.
+    this.#reserved.delete(id)
+    if (failed !== null) {
+      await this.#recordFailedCreate(record, failed)
+      throw failed
+    }
     return session
+  }
+
+  /**
+   * A create whose record is stored but whose CLI never started: the record
+   * says so (exited, `spawn_failed`) instead of staying "starting", and the
+   * next lookup loads that record.
+   */
+  async #recordFailedCreate (record: SessionRecord, failed: GatewayError): Promise<void> {
+    this.#sessions.delete(record.id)
+    const at = new Date().toISOString()
+    const final: SessionRecord = {
+      ...structuredClone(record),
+      status: 'exited',
+      updated_at: at,
+      exit: { code: null, signal: null, stderr_tail: [], reason: 'spawn_failed', at, error: failed.message }
+    }
+    try {
+      await this.#o.store.putSession(final)
+    } catch (err) {
+      this.#o.logger.error({ err, session: record.id }, 'could not record a failed create; its record says "starting" until the next restart marks it lost')
+    }
   }
 
   /** The session if it exists and belongs to `tenant`; otherwise null (callers answer 404). */
@@ -120,12 +170,21 @@ export class SessionManager {
   async #load (id: string): Promise<Session | null> {
     const record = await this.#o.store.getSession(id)
     if (record === null) return null
+    // app.ts wraps every store in SignedStore (MAC, schema, bypass gate). The policy runs again
+    // here, as at create, so a record written under looser settings (bypass allowed, a wider
+    // PERMISSION_BROAD_RULE_TOOLS) never starts a CLI the operator now forbids.
+    const refused = this.#o.policy.checkSessionOptions(record.options as SessionOptions)
+    if (refused !== null) {
+      this.#o.logger.error({ session: id, reason: refused.message }, 'stored session options break the current policy; treated as absent')
+      return null
+    }
     const existing = this.#sessions.get(id)
     if (existing !== undefined) return existing
     // Events written after the record's last save are in the store: continue after them.
+    // Read only for their seqs: the byte budget keeps a page of 16 MiB lines out of memory.
     let last = record.last_seq
     for (;;) {
-      const page = await this.#o.store.read(id, last, 1000)
+      const page = await this.#o.store.read(id, last, 1000, 1024 * 1024)
       if (page.length === 0) break
       last = (page[page.length - 1] as { seq: number }).seq
     }
@@ -147,31 +206,59 @@ export class SessionManager {
       launch: this.#o.launch,
       logger: this.#o.logger,
       limits: this.#o.limits,
-      admit: () => this.#closing ? new GatewayError('shutting_down') : this.#admit(record.tenant),
+      admit: () => this.#closing ? new GatewayError('shutting_down') : this.#admit(record.tenant, record.id),
       onStatus: (s) => { if (s.running) this.#running.add(s); else this.#running.delete(s) },
-      spawnSpec: (resume) => this.#spawnSpec(record, options, resume)
+      spawnSpec: (resume) => this.#spawnSpec(record, options, resume),
+      policy: this.#o.policy,
+      policyScope: () => this.#policyScope(record, options)
     })
     this.#sessions.set(record.id, session)
     return session
   }
 
+  /** The session's folder; in the sandbox, only checked here (see sandboxWorkdir), created inside. */
+  #workspace (tenant: string, id: string, cwd: string | undefined): { cwd: string, sandbox?: { tenantRoot: string, workdir: string } } {
+    if (this.#o.sandboxed !== true) return { cwd: sessionWorkspace(this.#o.workspaceRoot, tenant, id, cwd) }
+    const place = sandboxWorkdir(this.#o.workspaceRoot, tenant, id, cwd)
+    return { cwd: place.tenantRoot, sandbox: place }
+  }
+
   #spawnSpec (record: SessionRecord, options: SessionOptions, resume: boolean): CliSpawnSpec {
-    const cwd = sessionWorkspace(this.#o.workspaceRoot, record.tenant, record.id, options.cwd)
+    const { cwd, sandbox } = this.#workspace(record.tenant, record.id, options.cwd)
     const args = buildCliArgs({ sessionId: record.id, resume, options, extra: this.#o.claudeArgsExtra })
     const configDir = this.#o.configRoot === null ? null : join(this.#o.configRoot, record.tenant)
     if (configDir !== null) mkdirSync(configDir, { recursive: true, mode: 0o700 })
-    const env = buildCliEnv(this.#o.env ?? process.env, configDir === null ? {} : { CLAUDE_CONFIG_DIR: configDir })
+    const env = buildCliEnv(this.#o.env ?? process.env, configDir === null ? {} : { CLAUDE_CONFIG_DIR: configDir }, this.#o.cliEnvAllow)
+    if (sandbox !== undefined) {
+      if (configDir === null) throw new GatewayError('cli_start_failed', 'the sandbox needs a tenant config dir')
+      return { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id, sandbox: { ...sandbox, configDir } }
+    }
     const launcher = this.#o.launcher
     return launcher === undefined
       ? { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id }
       : { command: launcher, args: [cwd, configDir ?? '', '--', this.#o.claudeBin, ...args], cwd, env, sessionId: record.id }
   }
 
-  #admit (tenant: string): GatewayError | null {
-    if (this.#running.size >= this.#o.maxSessions) {
+  /** The tenant's root as configured and as its real path, and the session's folder (real path when it exists). */
+  #policyScope (record: SessionRecord, options: SessionOptions): PolicyScope {
+    const root = resolve(this.#o.workspaceRoot, record.tenant)
+    const real = (path: string): string => { try { return realpathSync(path) } catch { return path } }
+    const roots = [...new Set([root, real(root)])]
+    return { roots, cwd: real(resolve(root, options.cwd ?? record.id)) }
+  }
+
+  /** Refuses a start past MAX_SESSIONS / MAX_SESSIONS_PER_TENANT, counting reserved creates but `self`'s own. */
+  #admit (tenant: string, self?: string): GatewayError | null {
+    let reserved = 0
+    let mine = 0
+    for (const [id, owner] of this.#reserved) {
+      if (id === self) continue
+      reserved++
+      if (owner === tenant) mine++
+    }
+    if (this.#running.size + reserved >= this.#o.maxSessions) {
       return new GatewayError('too_many_sessions', `The gateway runs MAX_SESSIONS (${this.#o.maxSessions}) sessions already`)
     }
-    let mine = 0
     for (const s of this.#running) if (s.tenant === tenant) mine++
     return mine >= this.#o.maxSessionsPerTenant
       ? new GatewayError('tenant_session_limit', `This tenant runs MAX_SESSIONS_PER_TENANT (${this.#o.maxSessionsPerTenant}) sessions already`)

@@ -13,10 +13,13 @@ import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { CliExit, CliHandle, CliLauncher, CliSpawnSpec } from '../cli/cli-handle.js'
 import { type ErrorCode, GatewayError, errorTable } from '../errors.js'
-import { type PendingRequest, PermissionBroker, completePermissionAnswer, mentionsBypass, timeoutDenial } from '../permission/broker.js'
-import { type ClientFrame, type ControlResponseFrame, permissionAnswer } from '../protocol/client-frames.js'
+import { controlErrorFrame } from '../control/control-error.js'
+import type { ControlPolicy, PolicyScope } from '../control/control-policy.js'
+import { type PendingRequest, PermissionBroker, completePermissionAnswer, timeoutDenial } from '../permission/broker.js'
+import { type ClientFrame, type ControlRequestFrame, permissionAnswer } from '../protocol/client-frames.js'
 import type { EventStore, ExitInfo, SessionRecord, SessionStatus } from '../store/store.js'
 import { EventLog, type LogEvent } from './event-log.js'
+import { readHistoryPage } from './history-page.js'
 import { Audience, type ClientPort, type Role } from './audience.js'
 import { sessionView } from './session-view.js'
 import { errorFrame, gatewayFrame, isRecord, pendingNotice, withSeq } from './frames.js'
@@ -43,6 +46,10 @@ export interface SessionDeps {
   onStatus: (session: Session) => void
   limits: SessionLimits
   logger: Logger
+  /** What clients may ask of the CLI (control requests, permission answers). */
+  policy: ControlPolicy
+  /** The tenant's workspace roots and this session's folder, for directories in grants. */
+  policyScope: () => PolicyScope
 }
 
 export interface AnswerInput {
@@ -55,6 +62,8 @@ export type AnswerResult = { ok: true, decision: string } | { ok: false, code: E
 
 const UUID_MEMORY = 1000
 const REPLAY_PAGE = 1000
+/** Replay reads at most about this much at once (CLI lines may be MiBs each). */
+const REPLAY_PAGE_BYTES = 4 * 1024 * 1024
 
 export class Session {
   readonly id: string
@@ -126,17 +135,18 @@ export class Session {
     if (refused !== null) return refused
     this.#stopping = false
     this.#turnsPending = 0
-    let spec: CliSpawnSpec
+    let cli: CliHandle
     try {
-      spec = this.#deps.spawnSpec(this.#record.resumable)
+      const spec: CliSpawnSpec = this.#deps.spawnSpec(this.#record.resumable)
+      // spawn itself throws for some failures (E2BIG: arguments or environment too large).
+      cli = this.#deps.launch(spec, {
+        onLine: (line) => { if (this.#cli === cli) this.#onLine(line) },
+        onOversize: (bytes) => this.#rejectLine('too_large', bytes, ''),
+        onExit: (exit) => { if (this.#cli === cli) this.#onExit(exit) }
+      })
     } catch (err) {
-      return err instanceof GatewayError ? err : new GatewayError('cli_start_failed', String(err))
+      return this.#startFailed(err)
     }
-    const cli: CliHandle = this.#deps.launch(spec, {
-      onLine: (line) => { if (this.#cli === cli) this.#onLine(line) },
-      onOversize: (bytes) => this.#rejectLine('too_large', bytes, ''),
-      onExit: (exit) => { if (this.#cli === cli) this.#onExit(exit) }
-    })
     this.#cli = cli
     this.#setStatus('starting')
     this.#writeCli({ type: 'control_request', request_id: `gw_init_${randomUUID()}`, request: { subtype: 'initialize' } })
@@ -212,7 +222,7 @@ export class Session {
     while (cursor < upTo) {
       let page
       try {
-        page = await this.#events.read(cursor, REPLAY_PAGE, upTo)
+        page = (await readHistoryPage(this.#events, cursor, REPLAY_PAGE, REPLAY_PAGE_BYTES, upTo)).events
       } catch (err) {
         this.#log.warn({ err }, 'replay read failed')
         port.send(errorFrame('store_unavailable', `Replay stopped at seq ${cursor}: the event store did not answer`))
@@ -251,13 +261,18 @@ export class Session {
     this.#armIdle()
   }
 
-  /** Handles a validated client frame. Problems go back to that client as error frames. */
+  /**
+   * Handles a validated client frame. Problems go back to that client: a
+   * refused control_request as a control_response error with its request_id,
+   * anything else as an error frame.
+   */
   handleFrame (port: ClientPort, frame: ClientFrame): void {
     if (frame.type === 'keep_alive') return
+    if (frame.type === 'control_request') { this.#clientRequest(port, frame); return }
     const fail = (code: ErrorCode, message?: string, extra: Record<string, unknown> = {}): void =>
       port.send(errorFrame(code, message ?? errorTable[code].message, extra))
     if (!this.#audience.isHolder(port)) {
-      fail('not_holder', undefined, frame.type === 'user' ? {} : { request_id: requestIdOf(frame) })
+      fail('not_holder', undefined, frame.type === 'user' ? {} : { request_id: frame.response.request_id })
       return
     }
     if (frame.type === 'user') {
@@ -278,36 +293,41 @@ export class Session {
       this.#writeCli({ ...frame, session_id: this.id, parent_tool_use_id: frame.parent_tool_use_id ?? null })
       return
     }
-    if (frame.type === 'control_request') {
-      if (this.#cli === null || this.#stopping) { fail('session_not_running', undefined, { request_id: frame.request_id }); return }
-      // Any control request (set_permission_mode, apply_flag_settings, ...) that would switch prompts off.
-      if (!this.#deps.limits.allowBypassPermissions && mentionsBypass(frame.request)) {
-        fail('bypass_not_allowed', undefined, { request_id: frame.request_id })
-        return
-      }
-      if (this.#clientRequests.has(frame.request_id) || this.#broker.get(frame.request_id) !== undefined) {
-        fail('duplicate_request_id', undefined, { request_id: frame.request_id })
-        return
-      }
-      const timer = setTimeout(() => {
-        this.#clientRequests.delete(frame.request_id)
-        fail('request_timeout', undefined, { request_id: frame.request_id })
-      }, this.#deps.limits.clientRequestTimeoutMs)
-      timer.unref()
-      this.#clientRequests.set(frame.request_id, { port, timer })
-      this.#writeCli(frame)
-      return
-    }
     const result = this.answer(frame.response.request_id, frame.response, port.id)
     if (!result.ok) fail(result.code, result.message, { request_id: frame.response.request_id })
+  }
+
+  /**
+   * A client's own control request. Every refusal is the answer an SDK waits
+   * for: a control_response error with the request's id (and the code).
+   */
+  #clientRequest (port: ClientPort, frame: ControlRequestFrame): void {
+    const id = frame.request_id
+    const refuse = (code: ErrorCode, message?: string): void => port.send(controlErrorFrame(id, code, message ?? errorTable[code].message))
+    if (!this.#audience.isHolder(port)) { refuse('not_holder'); return }
+    if (this.#cli === null || this.#stopping) { refuse('session_not_running'); return }
+    // CLIENT_CONTROL_ALLOW, stdio MCP servers, and mode fields naming bypassPermissions.
+    const refused = this.#deps.policy.checkClientRequest(frame.request, this.#deps.policyScope())
+    if (refused !== null) { refuse(refused.code, refused.message); return }
+    if (this.#clientRequests.has(id) || this.#broker.get(id) !== undefined) { refuse('duplicate_request_id'); return }
+    const timer = setTimeout(() => {
+      this.#clientRequests.delete(id)
+      refuse('request_timeout')
+    }, this.#deps.limits.clientRequestTimeoutMs)
+    timer.unref()
+    this.#clientRequests.set(id, { port, timer })
+    this.#writeCli(frame)
   }
 
   /** Answers a pending CLI control request (WebSocket holder or HTTP). First valid answer wins. */
   answer (requestId: string, input: AnswerInput, by: string): AnswerResult {
     const pending = this.#broker.get(requestId)
     if (pending === undefined) return { ok: false, code: this.#broker.wasResolved(requestId) ? 'already_resolved' : 'unknown_request' }
-    // e.g. an allow carrying updatedPermissions [{type: "setMode", mode: "bypassPermissions"}]
-    if (!this.#deps.limits.allowBypassPermissions && mentionsBypass(input.response)) return { ok: false, code: 'bypass_not_allowed' }
+    // What the answer grants (updatedPermissions); a refusal leaves the request pending for a better answer.
+    if (input.subtype === 'success') {
+      const refused = this.#deps.policy.checkAnswer(pending.subtype, input.response, this.#deps.policyScope())
+      if (refused !== null) return { ok: false, code: refused.code, message: refused.message }
+    }
     let response: Record<string, unknown>
     let decision: string
     if (input.subtype === 'error') {
@@ -386,6 +406,22 @@ export class Session {
     this.#events.push((s) => gatewayFrame('cli_output_rejected', { reason, bytes, preview: line.slice(0, 200) }, s))
   }
 
+  /**
+   * A start that failed before any process ran: the session says so (exited,
+   * `exit.reason: spawn_failed`), in memory and in the store, instead of
+   * staying "starting" with no CLI behind it.
+   */
+  #startFailed (err: unknown): GatewayError {
+    const message = err instanceof Error ? err.message : String(err)
+    this.#log.error({ err }, 'CLI could not be started')
+    const info: ExitInfo = { code: null, signal: null, stderr_tail: [], reason: 'spawn_failed', at: new Date().toISOString(), error: message }
+    this.#record.exit = info
+    this.#setStatus('exited', { exit: info })
+    if (err instanceof GatewayError) return err
+    const code = (err as { code?: unknown }).code
+    return new GatewayError('cli_start_failed', typeof code === 'string' ? `The CLI could not be started (${code})` : undefined)
+  }
+
   #onExit (exit: CliExit): void {
     this.#cli = null
     this.#disarmIdle()
@@ -395,7 +431,7 @@ export class Session {
     for (const pending of this.#broker.takeAll()) this.#recordResolved(pending, 'cancelled', null)
     for (const [id, waiting] of this.#clientRequests) {
       clearTimeout(waiting.timer)
-      waiting.port.send(errorFrame('session_not_running', 'The CLI exited before answering', { request_id: id }))
+      waiting.port.send(controlErrorFrame(id, 'session_not_running', 'The CLI exited before answering'))
     }
     this.#clientRequests.clear()
     const info: ExitInfo = {
@@ -478,11 +514,5 @@ export class Session {
     if (this.#idleTimer !== null) clearTimeout(this.#idleTimer)
     this.#idleTimer = null
   }
-}
-
-function requestIdOf (frame: ClientFrame): string | undefined {
-  if (frame.type === 'control_request') return frame.request_id
-  if (frame.type === 'control_response') return (frame as ControlResponseFrame).response.request_id
-  return undefined
 }
 

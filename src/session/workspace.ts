@@ -41,3 +41,22 @@ function existingAncestor (path: string): string {
   while (!existsSync(at)) at = dirname(at)
   return at
 }
+
+/**
+ * SANDBOX=bwrap: the tenant's root (created and resolved here: every part of
+ * it is the operator's or the gateway's) and the session's folder as a plain
+ * path under it, checked lexically only. Nothing is created or resolved
+ * through the tenant-chosen part on the host: the sandbox creates and enters
+ * it inside, where a symlink can only lead to what the tenant sees anyway.
+ */
+export function sandboxWorkdir (workspaceRoot: string, tenant: string, sessionId: string, cwd?: string): { tenantRoot: string, workdir: string } {
+  const wanted = cwd ?? sessionId
+  if (wanted.includes('\0')) throw new GatewayError('bad_request', 'cwd must not contain NUL')
+  if (isAbsolute(wanted)) throw new GatewayError('bad_request', 'cwd must be relative to the workspace root')
+  const root = tenantRoot(workspaceRoot, tenant)
+  mkdirSync(root, { recursive: true })
+  const realRoot = realpathSync(root)
+  const workdir = resolve(realRoot, wanted)
+  if (!inside(realRoot, workdir)) throw new GatewayError('bad_request', 'cwd is outside the workspace root')
+  return { tenantRoot: realRoot, workdir }
+}

@@ -5,7 +5,7 @@
  */
 import {
   type EventStore, type ListOptions, type RetentionOptions, type SessionPage,
-  type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal
+  type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal, withinBytes
 } from './store.js'
 
 interface Entry {
@@ -52,12 +52,12 @@ export class MemoryStore implements EventStore {
     if (log.length > max + Math.max(1, Math.floor(max / 10))) log.splice(0, log.length - max)
   }
 
-  async read (sessionId: string, after: number, limit: number): Promise<StoredEvent[]> {
+  async read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> {
     const log = this.#entry(sessionId, false)?.events
-    if (log === undefined || log.length === 0) return []
+    if (log === undefined || log.length === 0 || limit <= 0) return []
     const first = (log[0] as StoredEvent).seq
     const start = Math.max(0, after + 1 - first)
-    return log.slice(start, start + limit)
+    return withinBytes(log.slice(start, start + limit), maxBytes)
   }
 
   async firstSeq (sessionId: string): Promise<number | null> {

@@ -22,6 +22,8 @@ export interface ExitInfo {
   /** Why it ended: the CLI exited on its own, or the gateway stopped it. */
   reason: 'exited' | 'stopped' | 'spawn_failed' | 'lost'
   at: string
+  /** With `spawn_failed`: why the process could not be started. */
+  error?: string
 }
 
 export type SessionStatus = 'starting' | 'running' | 'stopping' | 'stopped' | 'exited'
@@ -41,6 +43,8 @@ export interface SessionRecord {
   /** True once the CLI has stored the conversation, so a restart must use --resume. */
   resumable: boolean
   exit: ExitInfo | null
+  /** Set by SignedStore (signed-records.ts) on the way into the store; records handed to callers never carry it. */
+  mac?: string | undefined
 }
 
 export interface ListOptions {
@@ -63,8 +67,13 @@ export interface EventStore {
    * that is already held is a no-op, so a retried batch never duplicates.
    */
   append(sessionId: string, events: StoredEvent[]): Promise<void>
-  /** Up to `limit` events with seq > `after`, ascending. */
-  read(sessionId: string, after: number, limit: number): Promise<StoredEvent[]>
+  /**
+   * Up to `limit` events with seq > `after`, ascending. With `maxBytes`, the
+   * read also stops before the event that would take the sum of frame sizes
+   * (UTF-8 bytes) past `maxBytes`, but returns at least one event however
+   * large: one CLI line may be MiBs, so a page is bounded in one round trip.
+   */
+  read(sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]>
   /** Oldest seq still held (after trimming), or null when the log is empty. */
   firstSeq(sessionId: string): Promise<number | null>
   /** Creates or replaces a session record. */
@@ -89,6 +98,20 @@ export interface RetentionOptions {
 
 export function isFinal(status: SessionStatus): boolean {
   return status === 'stopped' || status === 'exited'
+}
+
+/**
+ * The longest prefix of `events` whose frames fit in `maxBytes` (UTF-8
+ * bytes), and at least the first event. Without a budget, all of them.
+ */
+export function withinBytes<T extends StoredEvent> (events: T[], maxBytes: number | undefined): T[] {
+  if (maxBytes === undefined) return events
+  let total = 0
+  for (let i = 0; i < events.length; i++) {
+    total += Buffer.byteLength((events[i] as T).frame)
+    if (i > 0 && total > maxBytes) return events.slice(0, i)
+  }
+  return events
 }
 
 /** Cursor for newest-first listing: created_at millis and id, so ties are stable. */

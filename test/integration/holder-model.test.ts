@@ -15,7 +15,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { StoredEvent } from '../../src/store/store.js'
-import { type Frame, isError, isPrompt, resolved } from '../support/frames.js'
+import { type Frame, isError, isPrompt, isRefusal, resolved } from '../support/frames.js'
 import { type TestClient, type TestGateway, eventually, startGateway } from '../support/gateway.js'
 import { LIMITS, answersTo, fence, openSession } from '../support/sessions.js'
 
@@ -55,7 +55,7 @@ describe('holder model', () => {
     assert.equal((await gw.request('GET', `/v1/sessions/${s.id}`)).body.holder, helloB.client_id)
   })
 
-  it('only the holder reaches the CLI: observers, chosen or displaced, get not_holder and nothing is written', async (t) => {
+  it('only the holder reaches the CLI: observers, chosen or displaced, get not_holder (control requests as control_response errors) and nothing is written', async (t) => {
     const s = await openSession(gw, t)
     const { client: a } = await s.connect()
     const { client: o } = await s.connect('role=observer')
@@ -70,9 +70,14 @@ describe('holder model', () => {
       c.send({ type: 'control_response', response: { subtype: 'success', request_id: `${who}-ans`, response: { behavior: 'allow' } } })
       const errors = await c.until(() => {
         const e = c.frames.slice(before).filter(isError('not_holder'))
-        return e.length === 4 ? e : undefined
-      }, 5000, `4 not_holder errors to the ${who}`)
-      assert.deepEqual(errors.map((e) => e.request_id), [undefined, `${who}-req`, `${who}-int`, `${who}-ans`])
+        return e.length === 2 ? e : undefined
+      }, 5000, `2 not_holder errors to the ${who}`)
+      assert.deepEqual(errors.map((e) => e.request_id), [undefined, `${who}-ans`])
+      // Its own control requests are answered as the CLI would, so an SDK waiting on the id gets its answer.
+      for (const id of [`${who}-req`, `${who}-int`]) {
+        const refusal = await c.waitFor(isRefusal('not_holder', id), 5000, before)
+        assert.equal(refusal.seq, undefined, 'a refusal is not recorded')
+      }
     }
 
     const fenceId = await fence(b)
@@ -205,7 +210,7 @@ describe('holder model', () => {
     await o.waitFor(isError('not_holder'), 5000, oBefore2)
   })
 
-  it('forwards the holder\'s control requests and returns the CLI\'s answers (recorded); an unknown subtype gets the CLI\'s error', async (t) => {
+  it('forwards the holder\'s control requests and returns the CLI\'s answers (recorded); an unlisted subtype is refused by the gateway', async (t) => {
     const s = await openSession(gw, t)
     const { client: a } = await s.connect()
     const { client: o } = await s.connect('role=observer')
@@ -214,8 +219,9 @@ describe('holder model', () => {
       { type: 'control_request', request_id: 'c-model', request: { subtype: 'set_model', model: 'opus' } },
       { type: 'control_request', request_id: 'c-mode', request: { subtype: 'set_permission_mode', mode: 'plan' } },
       { type: 'control_request', request_id: 'c-think', request: { subtype: 'set_max_thinking_tokens', max_thinking_tokens: 2048 } },
-      { type: 'control_request', request_id: 'c-bogus', request: { subtype: 'no_such_subtype', x: 1 } }
+      { type: 'control_request', request_id: 'c-status', request: { subtype: 'mcp_status' } }
     ]
+    a.send({ type: 'control_request', request_id: 'c-bogus', request: { subtype: 'no_such_subtype', x: 1 } })
     for (const f of sent) a.send(f)
     const responses: Record<string, Frame> = {}
     for (const f of sent) {
@@ -225,8 +231,11 @@ describe('holder model', () => {
     assert.deepEqual(responses['c-model']?.response, { subtype: 'success', request_id: 'c-model', response: { model: 'opus' } })
     assert.deepEqual(responses['c-mode']?.response, { subtype: 'success', request_id: 'c-mode', response: { mode: 'plan' } })
     assert.deepEqual(responses['c-think']?.response, { subtype: 'success', request_id: 'c-think', response: {} })
-    assert.equal(responses['c-bogus']?.response.subtype, 'error')
-    assert.match(responses['c-bogus']?.response.error, /Unknown request subtype: no_such_subtype/)
+    assert.deepEqual(responses['c-status']?.response, { subtype: 'success', request_id: 'c-status', response: { mcpServers: [] } })
+    // Not in CLIENT_CONTROL_ALLOW: the gateway answers it, to the sender only, and the CLI never sees it.
+    const bogus = await a.waitFor(isRefusal('control_not_allowed', 'c-bogus'))
+    assert.equal(bogus.seq, undefined)
+    assert.match(bogus.response.error, /no_such_subtype/)
 
     // Each answer is recorded: it has a seq and is in history as relayed.
     const history = (await gw.request('GET', `/v1/sessions/${s.id}/events?after=0&limit=1000`)).body.events as Frame[]
@@ -239,11 +248,12 @@ describe('holder model', () => {
     for (const f of sent) assert.deepEqual(stdin.filter((l) => l.request_id === f.request_id), [f])
 
     // The observer saw the answers but may not send control requests itself.
-    await o.waitFor((r) => r.type === 'control_response' && r.response?.request_id === 'c-bogus')
+    await o.waitFor((r) => r.type === 'control_response' && r.response?.request_id === 'c-status')
+    assert.ok(!o.frames.some((r) => r.response?.request_id === 'c-bogus'), 'a refusal goes to the sender only')
     o.send({ type: 'control_request', request_id: 'o-model', request: { subtype: 'set_model', model: 'sonnet' } })
-    assert.equal((await o.waitFor(isError('not_holder'))).request_id, 'o-model')
+    await o.waitFor(isRefusal('not_holder', 'o-model'))
     await fence(a)
-    assert.equal(gw.stdinLines(s.id).filter((l) => l.request_id === 'o-model').length, 0)
+    assert.equal(gw.stdinLines(s.id).filter((l) => l.request_id === 'o-model' || l.request_id === 'c-bogus').length, 0)
   })
 })
 

@@ -194,7 +194,7 @@ describe('authentication', () => {
   })
 
   it('accepts an HS256 JWT whose tenant claim names the tenant, also as a subprotocol entry', async () => {
-    const token = await jwt({ tenant: 'tenant-a', sub: 'alice' })
+    const token = await jwt({ tenant: 'tenant-a', sub: 'alice' }, { exp: '23h' })
     const created = await raw(gw, 'POST', '/v1/sessions', { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, '{}')
     assert.equal(created.status, 201)
     // Same tenant as TOKEN_A: visible with the static token, invisible to tenant B.
@@ -222,6 +222,8 @@ describe('authentication', () => {
       'tenant with a slash': await jwt({ tenant: 'tenant-a/../tenant-b' }),
       'tenant ..': await jwt({ tenant: '..' }),
       'tenant .': await jwt({ tenant: '.' }),
+      'lives longer than JWT_MAX_TTL_SECONDS (default one day)': await jwt({ tenant: 'tenant-a' }, { exp: '25h' }),
+      'no iat and a year to live': await new SignJWT({ tenant: 'tenant-a' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('365d').sign(key),
       'not yet valid': await new SignJWT({ tenant: 'tenant-a' }).setProtectedHeader({ alg: 'HS256' }).setNotBefore('10m').setExpirationTime('20m').sign(key),
       // A valid signature over a payload changed afterwards.
       tampered: await (async () => {

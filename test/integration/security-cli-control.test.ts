@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { baseArgs } from '../../src/cli/cli-args.js'
-import { isError } from '../support/frames.js'
+import { isError, isRefusal } from '../support/frames.js'
 import { type ArgvDump, TOKEN_B, type TestGateway, eventually, startGateway } from '../support/gateway.js'
 import { fence, holderOf } from '../support/sessions.js'
 
@@ -40,7 +40,7 @@ describe('bypassPermissions is off unless the operator allows it', () => {
     assert.deepEqual((await gw.request('GET', '/v1/sessions')).body.sessions, [])
   })
 
-  it('answers set_permission_mode bypassPermissions from the holder with a bypass_not_allowed error frame, writing nothing to stdin', async (t) => {
+  it('answers set_permission_mode bypassPermissions from the holder with a bypass_not_allowed control_response error, writing nothing to stdin', async (t) => {
     const { id, holder } = await holderOf(gw, t)
     const attempts = [
       { subtype: 'set_permission_mode', mode: 'bypassPermissions' },
@@ -48,8 +48,8 @@ describe('bypassPermissions is off unless the operator allows it', () => {
     ]
     attempts.forEach((request, i) => holder.send({ type: 'control_request', request_id: `bypass-${i}`, request }))
     for (let i = 0; i < attempts.length; i++) {
-      const err = await holder.waitFor((f) => isError('bypass_not_allowed')(f) && f.request_id === `bypass-${i}`)
-      assert.equal(typeof err.message, 'string')
+      const err = await holder.waitFor(isRefusal('bypass_not_allowed', `bypass-${i}`))
+      assert.equal(typeof err.response.error, 'string')
     }
     // Near misses are not the mode at all: invalid frames, not forwarded either.
     for (const mode of ['BypassPermissions', 'bypassPermissions ', 'bypass']) {
@@ -73,16 +73,26 @@ describe('bypassPermissions cannot come in through other control payloads', () =
   before(async () => { gw = await startGateway() })
   after(() => gw.close())
 
-  it('refuses apply_flag_settings (or any pass-through request) naming bypassPermissions, writing nothing', async (t) => {
+  it('refuses apply_flag_settings (not in CLIENT_CONTROL_ALLOW by default), writing nothing', async (t) => {
     const { id, holder } = await holderOf(gw, t)
     holder.send({
       type: 'control_request',
       request_id: 'flags',
       request: { subtype: 'apply_flag_settings', settings: { permissions: { defaultMode: 'bypassPermissions' } } }
     })
-    await holder.waitFor((f) => isError('bypass_not_allowed')(f) && f.request_id === 'flags')
+    await holder.waitFor(isRefusal('control_not_allowed', 'flags'))
     await fence(holder)
     assert.ok(!gw.stdinText(id).includes('bypassPermissions'), 'bypassPermissions never reached the CLI')
+  })
+
+  it('once the operator lets apply_flag_settings through, a defaultMode of bypassPermissions in it is still refused', async (t) => {
+    const wide = await startGateway({ env: { CLIENT_CONTROL_ALLOW: 'mcp_status,apply_flag_settings' } })
+    t.after(() => wide.close())
+    const { id, holder } = await holderOf(wide, t)
+    holder.send({ type: 'control_request', request_id: 'flags', request: { subtype: 'apply_flag_settings', settings: { permissions: { defaultMode: 'bypassPermissions' } } } })
+    await holder.waitFor(isRefusal('bypass_not_allowed', 'flags'))
+    await fence(holder)
+    assert.ok(!wide.stdinText(id).includes('bypassPermissions'), 'bypassPermissions never reached the CLI')
   })
 
   it('refuses a permission answer whose updatedPermissions switch to bypassPermissions, over WebSocket and HTTP; the prompt stays answerable', async (t) => {

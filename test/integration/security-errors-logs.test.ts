@@ -119,3 +119,32 @@ describe('credentials in logs', () => {
     }
   })
 })
+
+describe('credentials in URLs', () => {
+  it('logs `?token=` and `?ticket=` values as [REDACTED], whether the credential was right, wrong or redeemed', async (t) => {
+    const logs = capture()
+    const gw = await startGateway({ parts: { logger: logs.logger } })
+    t.after(() => gw.close())
+    const id = (await gw.createSession()).id
+    const wrongTicket = 'not-a-ticket-but-secret-looking-0123456789'
+
+    // A client that wrongly sends its token in the query (refused: only headers carry tokens).
+    const inQuery = await fetch(`${gw.url}/v1/sessions?token=${TOKEN_A}`)
+    assert.equal(inQuery.status, 401)
+    await fetch(`${gw.url}/v1/sessions?limit=5&token=${TOKEN_B}&cursor=x`, { headers: { authorization: `Bearer ${TOKEN_A}` } })
+
+    const { ticket } = (await gw.request('POST', `/v1/sessions/${id}/ws-ticket`)).body as { ticket: string }
+    const viaTicket = await TestClient.open(`${gw.wsUrl}/v1/sessions/${id}/ws?role=observer&ticket=${encodeURIComponent(ticket)}`, {})
+    t.after(() => viaTicket.terminate())
+    await viaTicket.waitFor((f) => f.subtype === 'hello')
+    await assert.rejects(TestClient.open(`${gw.wsUrl}/v1/sessions/${id}/ws?ticket=${wrongTicket}`, {}))
+
+    const text = logs.text()
+    assert.match(text, /token=\[REDACTED\]/)
+    assert.match(text, /ticket=\[REDACTED\]/)
+    assert.match(text, /role=observer&ticket=\[REDACTED\]/, 'the rest of the URL is kept')
+    for (const [what, secret] of [['TOKEN_A', TOKEN_A], ['TOKEN_B', TOKEN_B], ['ticket', ticket], ['wrong ticket', wrongTicket]]) {
+      assert.ok(!text.includes(secret as string), `${what} appears in the log`)
+    }
+  })
+})

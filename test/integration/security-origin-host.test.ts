@@ -115,3 +115,20 @@ describe('Host allowlist on loopback', () => {
     assert.equal((await upgrade(gw, `/v1/sessions/${id}/ws`, { ...auth, host: `localhost:${port}` })).status, 101)
   })
 })
+
+describe('Host allowlist on any loopback address', () => {
+  it('stays on when HOST is another address of 127.0.0.0/8 or ::1, and accepts that address as Host', async (t) => {
+    for (const bind of ['127.0.0.2', '127.10.20.30', '::1']) {
+      const gw = await startGateway({ env: { HOST: bind } })
+      t.after(() => gw.close())
+      const { port } = new URL(gw.url)
+      const refused = await raw(gw, 'GET', '/v1/sessions', { ...auth, host: 'evil.example' })
+      assert.equal(refused.status, 403, `HOST=${bind}`)
+      assert.equal(refused.body.code, 'forbidden_host')
+      const literal = bind.includes(':') ? `[${bind}]:${port}` : `${bind}:${port}`
+      for (const host of [literal, `127.0.0.1:${port}`, `localhost:${port}`]) {
+        assert.equal((await raw(gw, 'GET', '/v1/sessions', { ...auth, host })).status, 200, `HOST=${bind} Host: ${host}`)
+      }
+    }
+  })
+})

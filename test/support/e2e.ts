@@ -105,6 +105,7 @@ export async function startE2e (options: E2eOptions = {}): Promise<E2e> {
       env: {
         CLAUDE_BIN: bin,
         CLAUDE_ARGS_EXTRA: '', // no fake-CLI flags
+        SANDBOX: 'bwrap', // as in production: the real CLI reaches the stand-in only through the egress proxy
         ...options.env
       },
       parts: { env: claudeEnv({ home: scratch.home, baseUrl: mock.url, sdk: false }) }

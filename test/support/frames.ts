@@ -26,6 +26,10 @@ export const isResult = (f: Frame): boolean => f.type === 'result'
 export const isIdle = (f: Frame): boolean => f.type === 'system' && f.subtype === 'session_state_changed' && f.state === 'idle'
 /** A gateway error frame with that code. */
 export const isError = (code: string) => (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'error' && f.code === code
+/** The gateway's refusal of a client control_request: a control_response error with its request_id and that code (never recorded: no seq). */
+export const isRefusal = (code: string, requestId?: string) => (f: Frame): boolean =>
+  f.type === 'control_response' && f.response?.subtype === 'error' && f.response.code === code &&
+  (requestId === undefined || f.response.request_id === requestId)
 /** The code of a gateway error frame (undefined for any other frame). */
 export const errorCode = (f: Frame): string | undefined => f.type === 'gateway' && f.subtype === 'error' ? f.code : undefined
 /** A gateway status frame announcing that status. */

@@ -71,6 +71,10 @@ export async function startGateway (options: GatewayOptions = {}): Promise<TestG
     // Tests make many deliberate 401s from 127.0.0.1; security-limits tests the bound itself.
     AUTH_FAILURES_PER_MINUTE: '100000',
     SHUTDOWN_GRACE_MS: '2000',
+    // Most tests read the fake CLI's --fake-log-dir (under DATA_DIR) and its /proc entries:
+    // unsandboxed by default (allowed although two tenants); sandbox tests set SANDBOX=bwrap.
+    SANDBOX: 'none',
+    ALLOW_UNSANDBOXED: 'true',
     PATH: process.env.PATH ?? '',
     HOME: process.env.HOME ?? '',
     ...options.env

@@ -27,9 +27,20 @@ const REDIS_SERVER_BIN = process.env.REDIS_SERVER_BIN ?? '/usr/bin/redis-server'
 const running = new Set<ChildProcess>()
 process.once('exit', () => { for (const child of running) child.kill('SIGKILL') })
 
-export async function startRedisServer (options: { startTimeoutMs?: number } = {}): Promise<RedisServer> {
+export interface RedisServerOptions {
+  startTimeoutMs?: number
+  /** More `redis-server` arguments, e.g. `['--aclfile', path]`. */
+  args?: string[]
+  /** Credentials for the readiness PING when the default user is off (an ACL file). `url` stays without them. */
+  auth?: { user: string, password: string }
+}
+
+export async function startRedisServer (options: RedisServerOptions = {}): Promise<RedisServer> {
   const port = await freePort()
   const url = `redis://127.0.0.1:${port}`
+  const pingUrl = options.auth === undefined
+    ? url
+    : `redis://${encodeURIComponent(options.auth.user)}:${encodeURIComponent(options.auth.password)}@127.0.0.1:${port}`
   const startTimeoutMs = options.startTimeoutMs ?? 10_000
   let child: ChildProcess | null = null
   let output = ''
@@ -39,7 +50,7 @@ export async function startRedisServer (options: { startTimeoutMs?: number } = {
     output = ''
     const proc = spawn(REDIS_SERVER_BIN, [
       '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-      '--daemonize', 'no', '--protected-mode', 'no', '--loglevel', 'warning'
+      '--daemonize', 'no', '--protected-mode', 'no', '--loglevel', 'warning', ...(options.args ?? [])
     ], { stdio: ['ignore', 'pipe', 'pipe'] })
     child = proc
     running.add(proc)
@@ -55,7 +66,7 @@ export async function startRedisServer (options: { startTimeoutMs?: number } = {
         throw new Error(`redis-server exited at start (${proc.exitCode ?? proc.signalCode}): ${output}`)
       }
       try {
-        if (await redisCommand(url, ['PING'], { timeoutMs: 500 }) === 'PONG') return
+        if (await redisCommand(pingUrl, ['PING'], { timeoutMs: 500 }) === 'PONG') return
       } catch {
         // not listening yet
       }

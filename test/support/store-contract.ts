@@ -89,6 +89,54 @@ export function storeContract (
       assert.deepEqual(seen, events(1, 25))
     })
 
+    it('a read with maxBytes stops before the event that would pass it, counting UTF-8 bytes of frames', async () => {
+      const store = await make()
+      // Frames of exactly 100, 200, 300, 400 and 500 bytes; the 300-byte one is mostly 2-byte characters.
+      const sized = [100, 200, 300, 400, 500].map((bytes, i) => ({ seq: i + 1, frame: sizedFrame(i + 1, bytes, i === 2 ? 'é' : 'x') }))
+      assert.deepEqual(sized.map((e) => Buffer.byteLength(e.frame)), [100, 200, 300, 400, 500])
+      await store.append('s1', sized)
+      assert.deepEqual(await store.read('s1', 0, 100, 600), sized.slice(0, 3), 'exactly at the budget')
+      assert.deepEqual(await store.read('s1', 0, 100, 599), sized.slice(0, 2), 'the 2-byte characters count as 2 bytes each')
+      assert.deepEqual(await store.read('s1', 2, 100, 700), sized.slice(2, 4))
+      assert.deepEqual(await store.read('s1', 0, 100, 10_000), sized)
+      assert.deepEqual(await store.read('s1', 5, 100, 10_000), [])
+      // With a count limit too, whichever ends the page first.
+      assert.deepEqual(await store.read('s1', 0, 2, 10_000), sized.slice(0, 2))
+      assert.deepEqual(await store.read('s1', 1, 3, 550), sized.slice(1, 3))
+      assert.deepEqual(await store.read('s1', 0, 0, 10_000), [])
+      // Paging with a budget yields each event once.
+      const seen: StoredEvent[] = []
+      for (let cursor = 0; ;) {
+        const page = await store.read('s1', cursor, 1000, 450)
+        if (page.length === 0) break
+        seen.push(...page)
+        cursor = (page[page.length - 1] as StoredEvent).seq
+      }
+      assert.deepEqual(seen, sized)
+    })
+
+    it('a read with maxBytes always returns at least one event, however large', async () => {
+      const store = await make()
+      const big = { seq: 2, frame: sizedFrame(2, 1024 * 1024) }
+      await store.append('s1', [{ seq: 1, frame: sizedFrame(1, 50) }, big, { seq: 3, frame: sizedFrame(3, 50) }])
+      assert.deepEqual(await store.read('s1', 0, 10, 1000), [{ seq: 1, frame: sizedFrame(1, 50) }], 'stops before the large one')
+      assert.deepEqual(await store.read('s1', 1, 10, 1000), [big], 'then it comes alone')
+      assert.deepEqual(await store.read('s1', 1, 10, 0), [big])
+      assert.deepEqual(await store.read('s1', 2, 10, 0), [{ seq: 3, frame: sizedFrame(3, 50) }])
+    })
+
+    it('a read without maxBytes is bounded by count only', async () => {
+      const store = await make()
+      const many = Array.from({ length: 300 }, (_, i) => ({ seq: i + 1, frame: sizedFrame(i + 1, 4000) }))
+      await store.append('s1', many)
+      assert.deepEqual(await store.read('s1', 0, 1000), many)
+      assert.deepEqual(await store.read('s1', 0, 1000, undefined), many)
+      assert.deepEqual(await store.read('s1', 10, 250), many.slice(10, 260))
+      // The same events with a budget: 1 MB holds 250 frames of 4000 bytes, read at once.
+      assert.deepEqual(await store.read('s1', 0, 1000, 1_000_000), many.slice(0, 250))
+      assert.deepEqual(await store.read('s1', 250, 1000, 1_000_000), many.slice(250))
+    })
+
     it('re-appending held seqs is a no-op (no duplicates)', async () => {
       const store = await make()
       await store.append('s1', events(1, 5))
@@ -349,6 +397,15 @@ export function events (from: number, to: number, tag = ''): StoredEvent[] {
 
 export function frameFor (seq: number, tag = ''): string {
   return JSON.stringify({ type: 'stream_event', seq, tag, text: `event ${seq}` })
+}
+
+/** A frame of exactly `bytes` UTF-8 bytes, padded with `fill` (one or two bytes a character). */
+export function sizedFrame (seq: number, bytes: number, fill: 'x' | 'é' = 'x'): string {
+  const head = JSON.stringify({ type: 'stream_event', seq, text: '' })
+  const room = bytes - Buffer.byteLength(head)
+  if (room < 0) throw new Error(`a frame of ${bytes} bytes is too small`)
+  const width = Buffer.byteLength(fill)
+  return head.replace('"text":""', `"text":"${fill.repeat(Math.floor(room / width))}${'x'.repeat(room % width)}"`)
 }
 
 export function session (overrides: Partial<SessionRecord> & { id: string }): SessionRecord {

@@ -5,8 +5,9 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { describe, it } from 'node:test'
 import fc from 'fast-check'
-import { baseArgs, buildCliArgs } from '../../src/cli/cli-args.js'
-import { type SessionOptions, sessionOptions } from '../../src/protocol/session-options.js'
+import { MAX_ARG_STRLEN, baseArgs, buildCliArgs } from '../../src/cli/cli-args.js'
+import { GatewayError } from '../../src/errors.js'
+import { ARG_VALUE_MAX_BYTES, type SessionOptions, sessionOptions } from '../../src/protocol/session-options.js'
 
 /** The documented table: option → the one flag it produces (value joined with `=`). */
 const TABLE = {
@@ -170,5 +171,38 @@ describe('buildCliArgs', () => {
       }
     }), { numRuns: 500 })
     assert.ok(validated > 0, 'some generated options must pass validation')
+  })
+})
+
+describe('argument sizes (Linux MAX_ARG_STRLEN, bytes not characters)', () => {
+  const bytes = (arg: string): number => Buffer.byteLength(arg) + 1
+
+  it('the request schema refuses free text that would not fit one argument, counted in UTF-8 bytes', () => {
+    const wide = sessionOptions.safeParse({ append_system_prompt: '日'.repeat(100_000) })
+    assert.equal(wide.success, false, '100 000 characters are 300 000 bytes')
+    assert.match(String(wide.error?.issues[0]?.message), /bytes/)
+    assert.deepEqual(wide.error?.issues[0]?.path, ['append_system_prompt'])
+    // The largest accepted value still fits once the flag is in front; one character more is refused.
+    for (const ch of ['p', 'é', '日', '😀']) {
+      const text = ch.repeat(Math.floor(ARG_VALUE_MAX_BYTES / Buffer.byteLength(ch)))
+      assert.equal(sessionOptions.safeParse({ append_system_prompt: text }).success, true, ch)
+      assert.equal(sessionOptions.safeParse({ append_system_prompt: text + ch }).success, false, ch)
+      const args = buildCliArgs({ sessionId: randomUUID(), resume: false, options: { append_system_prompt: text }, extra: [] })
+      const flag = args.find((a) => a.startsWith('--append-system-prompt=')) as string
+      assert.ok(bytes(flag) <= MAX_ARG_STRLEN, `${ch}: ${bytes(flag)} bytes`)
+    }
+  })
+
+  it('buildCliArgs refuses (400) an argument exec would refuse, from stored options or CLAUDE_ARGS_EXTRA, never handing it to spawn', () => {
+    const id = randomUUID()
+    for (const input of [
+      { options: { append_system_prompt: '日'.repeat(50_000) }, extra: [] },
+      { options: {}, extra: ['--x=' + 'a'.repeat(MAX_ARG_STRLEN)] }
+    ]) {
+      assert.throws(() => buildCliArgs({ sessionId: id, resume: false, ...input }), (err: unknown) => err instanceof GatewayError && err.statusCode === 400 && /bytes/.test(err.message))
+    }
+    const edge = 'a'.repeat(MAX_ARG_STRLEN - 1 - '--append-system-prompt='.length)
+    assert.ok(buildCliArgs({ sessionId: id, resume: false, options: { append_system_prompt: edge }, extra: [] }).includes(`--append-system-prompt=${edge}`))
+    assert.throws(() => buildCliArgs({ sessionId: id, resume: false, options: { append_system_prompt: edge + 'a' }, extra: [] }), GatewayError)
   })
 })

@@ -3,20 +3,11 @@ import assert from 'node:assert/strict'
 import { join, resolve } from 'node:path'
 import { describe, it } from 'node:test'
 import { defaults } from '../../config/defaults.js'
-import { ConfigError, loadConfig } from '../../src/config.js'
+import { loadConfig } from '../../src/config.js'
+import { configError } from '../support/config-error.js'
 
 const GOOD_TOKEN = 'a-long-enough-token-0001'
 
-/** Runs `fn`, expects a ConfigError, returns its message. */
-function configError (fn: () => unknown): string {
-  try {
-    fn()
-  } catch (err) {
-    assert.ok(err instanceof ConfigError, `expected ConfigError, got ${String(err)}`)
-    return err.message
-  }
-  assert.fail('expected loadConfig to throw')
-}
 
 describe('loadConfig', () => {
   it('uses the documented defaults when nothing is set', () => {

@@ -12,7 +12,9 @@ import { JwtAuthenticator } from '../../src/auth/jwt.js'
 import { StaticTokens, bearerToken } from '../../src/auth/static-tokens.js'
 import { TicketBook } from '../../src/auth/tickets.js'
 import { buildCliEnv } from '../../src/cli/cli-env.js'
-import { ConfigError, parseTokens } from '../../src/config.js'
+import { ConfigError, loadConfig, parseTokens, parseTrustProxy } from '../../src/config.js'
+import { isLoopback } from '../../src/net/loopback.js'
+import { redactUrl } from '../../src/net/redact.js'
 import { FrameRateLimiter } from '../../src/ws/frame-rate-limiter.js'
 
 const SECRET = 'unit-test-secret-0123456789-0123456789'
@@ -146,5 +148,75 @@ describe('CLI environment allowlist', () => {
     assert.deepEqual(Object.keys(env).sort(), ['ANTHROPIC_API_KEY', 'CLAUDE_CODE_ENTRYPOINT', 'CLAUDE_CODE_USE_BEDROCK', 'CLAUDE_CONFIG_DIR', 'HOME', 'LC_ALL', 'MCP_TIMEOUT', 'PATH'])
     assert.equal(env.CLAUDE_CODE_ENTRYPOINT, 'claude-gateway')
     assert.equal(env.CLAUDE_CONFIG_DIR, '/data/claude-config/tenant-a')
+  })
+})
+
+describe('CLI environment: the documented list and CLI_ENV_ALLOW', () => {
+  const source = {
+    PATH: '/usr/bin', ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: 'https://api.example', ANTHROPIC_DEFAULT_SONNET_MODEL: 'm', CLAUDE_CODE_USE_VERTEX: '1',
+    VERTEX_REGION_CLAUDE_4_5_SONNET: 'europe-west1', CLOUD_ML_REGION: 'us-east5',
+    ANTHROPIC_ADMIN_KEY: 'admin', ANTHROPIC_ANYTHING: 'x', MCP_SERVERS: 'x', MCP_CLIENT_SECRET: 'x', CLAUDE_CODE_OAUTH_REFRESH_TOKEN: 'x', CLAUDE_CODE_DONT_INHERIT_ENV: '1',
+    AWS_REGION: 'eu-west-1', AWS_SECRET_ACCESS_KEY: 'aws', GOOGLE_APPLICATION_CREDENTIALS: '/creds.json', EXTRA_NAME: 'e', EXTRA_NAME_2: 'e2',
+    GATEWAY_TOKENS: 's', GATEWAY_TOKENS_FILE: '/run/secrets/t', REDIS_URL: 's', JWT_SECRET: 's', STORE_SECRET: 's'
+  }
+
+  it('passes the listed names only: never an admin key, nor any other ANTHROPIC_*, MCP_* or CLAUDE_CODE_* variable', () => {
+    const env = buildCliEnv(source)
+    assert.deepEqual(Object.keys(env).sort(), [
+      'ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_DEFAULT_SONNET_MODEL', 'CLAUDE_CODE_ENTRYPOINT', 'CLAUDE_CODE_USE_VERTEX',
+      'CLOUD_ML_REGION', 'PATH', 'VERTEX_REGION_CLAUDE_4_5_SONNET'
+    ])
+  })
+
+  it('adds CLI_ENV_ALLOW names and prefixes (`AWS_`, `GOOGLE_*`), but never the gateway secrets, and a bare `*` adds nothing', () => {
+    const env = buildCliEnv(source, {}, ['AWS_', 'GOOGLE_*', 'EXTRA_NAME', 'GATEWAY_*', 'REDIS_URL', 'JWT_SECRET', 'STORE_', '*', ''])
+    for (const name of ['AWS_REGION', 'AWS_SECRET_ACCESS_KEY', 'GOOGLE_APPLICATION_CREDENTIALS', 'EXTRA_NAME']) assert.equal(env[name], source[name as keyof typeof source], name)
+    for (const name of ['EXTRA_NAME_2', 'GATEWAY_TOKENS', 'GATEWAY_TOKENS_FILE', 'REDIS_URL', 'JWT_SECRET', 'STORE_SECRET', 'ANTHROPIC_ADMIN_KEY', 'MCP_SERVERS']) assert.equal(env[name], undefined, name)
+    // Through the configuration too.
+    assert.deepEqual(loadConfig({ CLI_ENV_ALLOW: ' AWS_, GOOGLE_* ,EXTRA_NAME ' }).cliEnvAllow, ['AWS_', 'GOOGLE_*', 'EXTRA_NAME'])
+  })
+})
+
+describe('isLoopback', () => {
+  it('is true for all of 127.0.0.0/8, ::1 in any spelling and localhost; false for everything else', () => {
+    for (const host of ['127.0.0.1', '127.0.0.2', '127.255.255.254', '::1', '[::1]', '0:0:0:0:0:0:0:1', '::ffff:127.0.0.5', 'localhost', 'LocalHost']) assert.equal(isLoopback(host), true, host)
+    for (const host of ['0.0.0.0', '::', '10.0.0.1', '128.0.0.1', '::2', '1::1', '::ffff:10.0.0.1', 'evil.localhost', 'localhost.', '127.0.0.1.evil.example', '', 'example.com']) assert.equal(isLoopback(host), false, host)
+  })
+})
+
+describe('TRUST_PROXY and the HTTP timeouts in the configuration', () => {
+  it("reads Fastify's forms and refuses anything else at start", () => {
+    assert.equal(parseTrustProxy('true'), true)
+    assert.equal(parseTrustProxy('false'), false)
+    assert.equal(parseTrustProxy('2'), 2)
+    assert.deepEqual(parseTrustProxy('10.0.0.0/8, 127.0.0.1,::1,fd00::/8,loopback'), ['10.0.0.0/8', '127.0.0.1', '::1', 'fd00::/8', 'loopback'])
+    for (const bad of ['yes', '10.0.0.0/33', '::1/129', 'proxy.example', '10.0.0.1/8/8', '-1']) assert.equal(parseTrustProxy(bad), null, bad)
+    assert.equal(loadConfig({}).trustProxy, false, 'off by default')
+    assert.throws(() => loadConfig({ TRUST_PROXY: 'proxy.example' }), /TRUST_PROXY/)
+    assert.throws(() => loadConfig({ REQUEST_TIMEOUT_MS: '1000', HEADERS_TIMEOUT_MS: '2000' }), /HEADERS_TIMEOUT_MS/)
+  })
+})
+
+describe('JWT_MAX_TTL_SECONDS', () => {
+  it('refuses a JWT living longer than the maximum, measured from iat, or from now without iat or with a future iat', async () => {
+    const jwt = new JwtAuthenticator({ secret: SECRET, tenantClaim: 'tenant', maxTtlSeconds: 3600 })
+    const now = Math.floor(Date.now() / 1000)
+    const sign = (claims: Record<string, unknown>): Promise<string> => new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(SECRET))
+    assert.equal(await jwt.authenticate(await sign({ tenant: 'acme', iat: now, exp: now + 3600 })), 'acme')
+    assert.equal(await jwt.authenticate(await sign({ tenant: 'acme', exp: now + 1800 })), 'acme')
+    assert.equal(await jwt.authenticate(await sign({ tenant: 'acme', iat: now - 3000, exp: now + 1000 })), null, 'issued 3000 s ago for 4000 s')
+    assert.equal(await jwt.authenticate(await sign({ tenant: 'acme', iat: now, exp: now + 3601 })), null)
+    assert.equal(await jwt.authenticate(await sign({ tenant: 'acme', exp: now + 30 * 86400 })), null, 'no iat: from now')
+    assert.equal(await jwt.authenticate(await sign({ tenant: 'acme', iat: now + 30 * 86400 - 60, exp: now + 30 * 86400 })), null, 'a future iat does not shorten it')
+    assert.equal(loadConfig({ JWT_SECRET: SECRET }).jwt?.maxTtlSeconds, 86400, 'one day by default')
+  })
+})
+
+describe('redactUrl', () => {
+  it('blanks token, ticket and access_token query values and keeps the rest', () => {
+    assert.equal(redactUrl('/v1/sessions/x/ws?role=observer&ticket=abc.def&after=3'), '/v1/sessions/x/ws?role=observer&ticket=[REDACTED]&after=3')
+    assert.equal(redactUrl('/v1/sessions?token=s3cret'), '/v1/sessions?token=[REDACTED]')
+    assert.equal(redactUrl('/v1/x?TOKEN=a&access_token=b#frag'), '/v1/x?TOKEN=[REDACTED]&access_token=[REDACTED]#frag')
+    assert.equal(redactUrl('/v1/x?mytoken=keep&tokens=keep'), '/v1/x?mytoken=keep&tokens=keep')
   })
 })

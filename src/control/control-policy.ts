@@ -1,0 +1,160 @@
+/**
+ * What clients may ask of the CLI. Every client control request, every answer
+ * to a CLI control request and the session options that grant permissions pass
+ * through here before anything reaches the CLI's stdin, because each of them
+ * can hand the agent more than a permission prompt would: `mcp_set_servers`
+ * with a stdio server runs a command with no prompt, `apply_flag_settings`
+ * rewrites the CLI's settings, an allow rule for all of `Bash` is bypass for
+ * that tool. Pure: no I/O; the caller gives the session's scope.
+ */
+import {
+  type GrantRules,
+  type PolicyScope,
+  type Refusal,
+  checkAllowRules,
+  checkDirectories,
+  checkMode,
+  checkPermissionUpdates,
+  isRecord,
+  isBroadRule,
+  parseRuleString
+} from './permission-updates.js'
+
+export type { PolicyScope, Refusal } from './permission-updates.js'
+
+export interface ControlPolicyOptions {
+  /** Client control_request subtypes forwarded to the CLI; `*` forwards every subtype. */
+  clientControlAllow: readonly string[]
+  /** `mcp_set_servers` server types a client may add (`stdio` = a command the CLI runs). */
+  mcpServerTypes: readonly string[]
+  /** `updatedPermissions` destinations a client may write to. */
+  permissionUpdateDestinations: readonly string[]
+  /** Tools for which an allow rule with no specifier is refused while bypass is off. */
+  broadRuleTools: readonly string[]
+  allowBypassPermissions: boolean
+}
+
+/** Session option fields that grant permissions (POST /v1/sessions, and records read back from the store). */
+export interface GrantingOptions {
+  permission_mode?: string | undefined
+  allowed_tools?: readonly string[] | undefined
+}
+
+/** Top-level request fields that name a permission mode. */
+const MODE_FIELDS = ['mode', 'permission_mode', 'permissionMode', 'defaultMode'] as const
+/** Subtypes that carry CLI settings (`settings.permissions`). */
+const SETTINGS_SUBTYPES = new Set(['apply_flag_settings', 'update_settings'])
+
+export class ControlPolicy {
+  readonly #allowAll: boolean
+  readonly #allow: ReadonlySet<string>
+  readonly #mcpTypes: ReadonlySet<string>
+  readonly #grant: GrantRules
+
+  constructor (options: ControlPolicyOptions) {
+    this.#allowAll = options.clientControlAllow.includes('*')
+    this.#allow = new Set(options.clientControlAllow)
+    this.#mcpTypes = new Set(options.mcpServerTypes)
+    this.#grant = {
+      allowBypassPermissions: options.allowBypassPermissions,
+      broadRuleTools: new Set(options.broadRuleTools.map((t) => t.trim().toLowerCase()).filter((t) => t !== '')),
+      destinations: new Set(options.permissionUpdateDestinations)
+    }
+  }
+
+  /** A client's `control_request.request`, before it is written to the CLI. */
+  checkClientRequest (request: Record<string, unknown>, scope: PolicyScope): Refusal | null {
+    const subtype = String(request.subtype)
+    if (!this.#allowAll && !this.#allow.has(subtype)) {
+      return { code: 'control_not_allowed', message: `The gateway does not forward ${JSON.stringify(subtype)} control requests (CLIENT_CONTROL_ALLOW)` }
+    }
+    for (const field of MODE_FIELDS) {
+      const refusal = checkMode(request[field], `${subtype} ${field}`, this.#grant)
+      if (refusal !== null) return refusal
+    }
+    if (subtype === 'mcp_set_servers') return this.#checkServers(request.servers)
+    if (SETTINGS_SUBTYPES.has(subtype)) return this.#checkSettings(request.settings, subtype, scope)
+    return null
+  }
+
+  /**
+   * The holder's (or an HTTP caller's) answer to a pending CLI request. A
+   * refusal leaves the request pending. `can_use_tool` answers are checked on
+   * `updatedPermissions`; answers to other requests (hook callbacks, …) on any
+   * `updatedPermissions` list they carry. MCP replies are data and pass.
+   */
+  checkAnswer (pendingSubtype: string, response: unknown, scope: PolicyScope): Refusal | null {
+    if (!isRecord(response)) return null
+    if (pendingSubtype === 'can_use_tool') {
+      return response.updatedPermissions === undefined ? null : checkPermissionUpdates(response.updatedPermissions, scope, this.#grant)
+    }
+    if (pendingSubtype === 'mcp_message') return null
+    for (const updates of findUpdatedPermissions(response)) {
+      const refusal = checkPermissionUpdates(updates, scope, this.#grant)
+      if (refusal !== null) return refusal
+    }
+    return null
+  }
+
+  /** Session options: `permission_mode` bypass (403) and whole-shell-tool `allowed_tools` (400). */
+  checkSessionOptions (options: GrantingOptions): Refusal | null {
+    const mode = checkMode(options.permission_mode, 'permission_mode', this.#grant)
+    if (mode !== null) return mode
+    if (this.#grant.allowBypassPermissions) return null
+    for (const rule of options.allowed_tools ?? []) {
+      const { toolName, ruleContent } = parseRuleString(rule)
+      if (isBroadRule(toolName, ruleContent, this.#grant.broadRuleTools)) {
+        return {
+          code: 'broad_rule_not_allowed',
+          message: `allowed_tools ${JSON.stringify(rule)} lets every command of that tool run without a prompt, which is bypassPermissions for it (ALLOW_BYPASS_PERMISSIONS, PERMISSION_BROAD_RULE_TOOLS); name the command, e.g. "Bash(git log:*)"`
+        }
+      }
+    }
+    return null
+  }
+
+  #checkServers (servers: unknown): Refusal | null {
+    if (!isRecord(servers)) return { code: 'control_not_allowed', message: 'mcp_set_servers needs a servers object' }
+    for (const [name, config] of Object.entries(servers)) {
+      // A config with a command is one the CLI runs, whatever its type says; no type means stdio.
+      const type = !isRecord(config) ? 'invalid' : 'command' in config || config.type === undefined ? 'stdio' : String(config.type)
+      if (!this.#mcpTypes.has(type)) {
+        return {
+          code: 'control_not_allowed',
+          message: `mcp_set_servers: server ${JSON.stringify(name)} is of type ${type}; clients may add ${[...this.#mcpTypes].join(', ') || 'none'} (CLIENT_MCP_SERVER_TYPES)`
+        }
+      }
+    }
+    return null
+  }
+
+  /** Only reached when the operator lets settings subtypes through: the bypass gate and grants still hold. */
+  #checkSettings (settings: unknown, subtype: string, scope: PolicyScope): Refusal | null {
+    const permissions = isRecord(settings) && isRecord(settings.permissions) ? settings.permissions : null
+    if (permissions === null) return null
+    const mode = checkMode(permissions.defaultMode, `${subtype} permissions.defaultMode`, this.#grant)
+    if (mode !== null) return mode
+    if (permissions.allow !== undefined) {
+      const rules = checkAllowRules(permissions.allow, `${subtype} permissions.allow`, this.#grant)
+      if (rules !== null) return rules
+    }
+    if (permissions.additionalDirectories !== undefined) {
+      return checkDirectories(permissions.additionalDirectories, `${subtype} permissions.additionalDirectories`, scope)
+    }
+    return null
+  }
+}
+
+/** Every `updatedPermissions` list inside an answer (hook outputs nest it), without recursion. */
+function findUpdatedPermissions (value: Record<string, unknown>): unknown[] {
+  const found: unknown[] = []
+  const stack: unknown[] = [value]
+  for (let v = stack.pop(); v !== undefined; v = stack.pop()) {
+    if (typeof v !== 'object' || v === null) continue
+    for (const [key, child] of Object.entries(v)) {
+      if (key === 'updatedPermissions') found.push(child)
+      else stack.push(child)
+    }
+  }
+  return found
+}

@@ -1,0 +1,68 @@
+/**
+ * SANDBOX=bwrap: wraps the CLI launcher so every CLI starts inside its own
+ * bubblewrap sandbox with its own egress proxy. The proxy opens before the
+ * spawn and closes when that CLI has exited. The session manager marks each
+ * spec with the folders the sandbox may show (`spec.sandbox`); a spec without
+ * them is refused, never run unsandboxed.
+ */
+import { randomBytes } from 'node:crypto'
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import type { CliLauncher } from '../cli/cli-handle.js'
+import { buildBwrapSpec } from './bwrap-spec.js'
+import type { Destination } from './destinations.js'
+import { EgressProxy } from './egress-proxy.js'
+
+export interface SandboxedLauncherOptions {
+  bwrap: string
+  socat: string
+  /** Arguments for the read-only system (systemMounts(), computed once). */
+  system: string[]
+  /** Real folder of the CLI binary, shown read-only. */
+  cliDir: string
+  egress: readonly Destination[]
+  /** Gateway-only folder (mode 0700) for the proxies' sockets; short, so paths fit in 107 bytes. */
+  socketDir: string
+  logger: Logger
+}
+
+/** Port the in-sandbox forwarder listens on; another is picked when an allowed destination is on that loopback port. */
+const PROXY_PORT = 3128
+
+export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLauncherOptions): CliLauncher {
+  let port = PROXY_PORT
+  while (options.egress.some((d) => d.port === port && /^(127\.|localhost$|::1$)/.test(d.host))) port++
+
+  return (spec, callbacks) => {
+    const mounts = spec.sandbox
+    if (mounts === undefined) throw new Error(`session ${spec.sessionId}: no sandbox folders in the spawn spec; refusing to run the CLI unsandboxed`)
+    const socketPath = join(options.socketDir, `${randomBytes(6).toString('hex')}.sock`)
+    const proxy = new EgressProxy({ socketPath, allow: options.egress, logger: options.logger, sessionId: spec.sessionId })
+    const sandboxed = buildBwrapSpec({
+      bwrap: options.bwrap,
+      socat: options.socat,
+      cliDir: options.cliDir,
+      tenantRoot: mounts.tenantRoot,
+      configDir: mounts.configDir,
+      workdir: mounts.workdir,
+      egressSocket: socketPath,
+      proxyPort: port,
+      command: spec.command,
+      args: spec.args,
+      env: spec.env
+    }, options.system)
+    try {
+      return inner({ ...sandboxed, sessionId: spec.sessionId }, {
+        ...callbacks,
+        onExit: (exit) => {
+          void proxy.close()
+          callbacks.onExit(exit)
+        }
+      })
+    } catch (err) {
+      // spawn itself threw (E2BIG, …): no CLI, so no exit callback will close the proxy.
+      void proxy.close()
+      throw err
+    }
+  }
+}

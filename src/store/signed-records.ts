@@ -1,0 +1,134 @@
+/**
+ * Never trust what the store returns: a decorator over any EventStore that
+ * signs every session record it writes (HMAC-SHA256 over the record's
+ * canonical JSON, keyed by the gateway's store secret) and checks every
+ * record it reads. A record with a missing or wrong MAC, one that fails the
+ * record schema, one stored under another id, or one whose options ask for
+ * bypassPermissions while the operator forbids it, is logged at error level
+ * and answered as absent: every route says 404 (its tenant field cannot be
+ * believed), listings and recovery skip it, it is never started or resumed.
+ *
+ * Event streams are not signed: they are only relayed, never acted on.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto'
+import type { Logger } from 'pino'
+import { sessionRecordSchema } from './record-schema.js'
+import type { EventStore, ListOptions, SessionPage, SessionRecord, StoredEvent } from './store.js'
+
+export interface SignedStoreOptions {
+  /** The MAC key (STORE_SECRET, or the generated `$DATA_DIR/store-secret`). */
+  secret: string
+  allowBypassPermissions: boolean
+  logger: Logger
+}
+
+/** Versioned, so a future change of what is signed cannot be confused with this one. */
+const DOMAIN = 'cgw-session-record-v1\n'
+/** Refusals already logged at error level (one line per record and reason, not one per listing). */
+const REPORTED_MAX = 10_000
+
+export class SignedStore implements EventStore {
+  readonly #inner: EventStore
+  readonly #o: SignedStoreOptions
+  readonly #reported = new Set<string>()
+
+  constructor (inner: EventStore, options: SignedStoreOptions) {
+    this.#inner = inner
+    this.#o = options
+  }
+
+  get kind (): string { return this.#inner.kind }
+  /** The wrapped store (health reporting reads its connection state). */
+  get inner (): EventStore { return this.#inner }
+
+  append (sessionId: string, events: StoredEvent[]): Promise<void> { return this.#inner.append(sessionId, events) }
+  read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> { return this.#inner.read(sessionId, after, limit, maxBytes) }
+  firstSeq (sessionId: string): Promise<number | null> { return this.#inner.firstSeq(sessionId) }
+  ping (): Promise<void> { return this.#inner.ping() }
+  close (): Promise<void> { return this.#inner.close() }
+
+  async putSession (record: SessionRecord): Promise<void> {
+    const { mac: _ignored, ...plain } = record
+    await this.#inner.putSession({ ...plain, mac: recordMac(this.#o.secret, plain) })
+  }
+
+  async getSession (id: string): Promise<SessionRecord | null> {
+    const record = await this.#inner.getSession(id)
+    return record === null ? null : this.#checked(record, id)
+  }
+
+  async listSessions (tenant: string, options: ListOptions): Promise<SessionPage> {
+    const page = await this.#inner.listSessions(tenant, options)
+    const sessions: SessionRecord[] = []
+    for (const record of page.sessions) {
+      const ok = this.#checked(record, record.id)
+      if (ok !== null && ok.tenant === tenant) sessions.push(ok)
+    }
+    return { sessions, next_cursor: page.next_cursor }
+  }
+
+  async listLive (): Promise<SessionRecord[]> {
+    const live: SessionRecord[] = []
+    for (const record of await this.#inner.listLive()) {
+      const ok = this.#checked(record, record.id)
+      if (ok !== null) live.push(ok)
+    }
+    return live
+  }
+
+  /** The record without its MAC when it may be acted on, else null (and logged). */
+  #checked (record: SessionRecord, id: string): SessionRecord | null {
+    const why = this.#refusal(record, id)
+    if (why === null) {
+      const { mac: _mac, ...plain } = record
+      return plain
+    }
+    const key = `${id}\0${why}`
+    const first = !this.#reported.has(key)
+    if (first) {
+      if (this.#reported.size >= REPORTED_MAX) this.#reported.clear()
+      this.#reported.add(key)
+    }
+    this.#o.logger[first ? 'error' : 'debug']({ session: id, reason: why }, 'session record refused: changed outside the gateway or not valid; treated as absent')
+    return null
+  }
+
+  #refusal (record: SessionRecord, id: string): string | null {
+    const { mac, ...plain } = record as SessionRecord & { mac?: unknown }
+    if (typeof mac !== 'string' || mac === '') return 'no MAC'
+    const expected = Buffer.from(recordMac(this.#o.secret, plain))
+    const given = Buffer.from(mac)
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return 'MAC does not match'
+    if (plain.id !== id) return `stored under id ${id} but names ${String(plain.id)}`
+    const parsed = sessionRecordSchema.safeParse(plain)
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]
+      return `not a valid record: ${issue === undefined ? 'invalid' : `${issue.path.join('.') || '(record)'}: ${issue.message}`}`
+    }
+    if (parsed.data.options.permission_mode === 'bypassPermissions' && !this.#o.allowBypassPermissions) {
+      return 'options.permission_mode is bypassPermissions and ALLOW_BYPASS_PERMISSIONS is false'
+    }
+    return null
+  }
+}
+
+/** HMAC-SHA256 (base64url) of a record's canonical JSON, the `mac` field left out. */
+export function recordMac (secret: string, record: Omit<SessionRecord, 'mac'>): string {
+  return createHmac('sha256', secret).update(DOMAIN).update(canonicalJson(record)).digest('base64url')
+}
+
+/**
+ * JSON with object keys sorted at every level and undefined members left
+ * out, so a record signs the same before and after a JSON round trip (Redis)
+ * or a structured clone (memory). Built as text, never as objects, so a key
+ * such as `__proto__` is just a key.
+ */
+export function canonicalJson (value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null'
+  if (Array.isArray(value)) return `[${value.map((v) => v === undefined ? 'null' : canonicalJson(v)).join(',')}]`
+  const entries = Object.keys(value)
+    .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
+  return `{${entries.join(',')}}`
+}

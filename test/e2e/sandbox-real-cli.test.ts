@@ -1,0 +1,45 @@
+// End to end, sandboxed (SANDBOX=bwrap, what test/support/e2e.ts and
+// production use): the real CLI runs a turn with a permission prompt, its
+// API traffic going through the session's egress proxy to the local stand-in
+// (the sandbox has no other network), and the allowed Bash command runs
+// inside the sandbox: it creates its file in the workspace but cannot see the
+// gateway's process or reach Redis.
+import assert from 'node:assert/strict'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { after, test } from 'node:test'
+import { E2E_TEST_TIMEOUT_MS, allowAnswer, closeAll, isCanUseTool, isCli, isGateway, startE2e, waitLive } from '../support/e2e.js'
+import { sandboxUnavailable } from '../support/sandbox.js'
+
+after(closeAll)
+const unavailable = sandboxUnavailable()
+
+test('sandboxed real CLI: permission prompt allowed, tool runs confined, API reached only through the egress proxy', { timeout: E2E_TEST_TIMEOUT_MS, skip: unavailable ?? false }, async () => {
+  const e = await startE2e({ env: { SANDBOX: 'bwrap' } })
+  try {
+    const session = await e.createSession()
+    const holder = await e.connect(session.id)
+    const command = 'touch sandboxed.txt && ' +
+      `{ test -e /proc/${process.pid}/environ && echo gateway-visible || echo gateway-hidden; } && ` +
+      '{ (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && echo redis-reachable || echo redis-unreachable; } && ' +
+      'echo "proxy=$HTTPS_PROXY"'
+    holder.sendUser(`RUN_BASH ${command}`)
+
+    const prompt = await waitLive(holder, isCanUseTool)
+    assert.equal(prompt.request.input.command, command)
+    assert.ok(!existsSync(join(e.workspace(session.id), 'sandboxed.txt')), 'nothing ran before the answer')
+    holder.send(allowAnswer(prompt.request_id, { updatedInput: prompt.request.input }))
+    await waitLive(holder, isGateway('permission_resolved', { request_id: prompt.request_id }))
+
+    const result = await waitLive(holder, isCli('result'))
+    assert.equal(result.subtype, 'success', JSON.stringify(result))
+    assert.equal(result.result, 'Tool finished: gateway-hidden\nredis-unreachable\nproxy=http://127.0.0.1:3128')
+    assert.ok(existsSync(join(e.workspace(session.id), 'sandboxed.txt')), 'the allowed command created its file in the workspace')
+    const init = holder.frames.find(isCli('system', 'init'))
+    assert.equal(init.cwd, e.workspace(session.id), 'same path inside the sandbox as on the host')
+    // Both model calls (the prompt, then the tool result) reached the stand-in: through the proxy, the only way out.
+    assert.ok(e.turns().length >= 2, `streamed requests seen by the stand-in: ${e.turns().length}`)
+  } finally {
+    await e.close()
+  }
+})

@@ -1,0 +1,129 @@
+/**
+ * The gateway as operators run it (src/server.ts in its own process, secrets
+ * in its environment, Redis on 127.0.0.1:6379, SANDBOX left at its default)
+ * and a tenant's tool (fake CLI `run`) trying the issue's findings 1 and 3
+ * from inside its sandbox: the gateway's /proc/<pid>/environ, Redis and the
+ * gateway's port directly and through the egress proxy. Only the allowed
+ * API destination (ANTHROPIC_BASE_URL, here a local stand-in) is reachable,
+ * and only through the proxy. On today's main every refusal below is a
+ * success: the tool shares the host's network and /proc.
+ */
+import assert from 'node:assert/strict'
+import { type ChildProcess, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { once } from 'node:events'
+import { mkdtempSync, rmSync } from 'node:fs'
+import http from 'node:http'
+import { type AddressInfo, createServer } from 'node:net'
+import { networkInterfaces, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { after, before, describe, it } from 'node:test'
+import { FAKE_CLI, TOKEN_A, TOKEN_B, TestClient, eventually } from '../support/gateway.js'
+import { deleteKeys } from '../support/redis-server.js'
+import { run, sandboxUnavailable } from '../support/sandbox.js'
+
+const unavailable = sandboxUnavailable()
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const PROBE = fileURLToPath(new URL('../fixtures/net-probe.mjs', import.meta.url))
+const REDIS_URL = 'redis://127.0.0.1:6379'
+const PREFIX = `cgw-sandbox-${randomBytes(4).toString('hex')}:`
+const PROXY = '127.0.0.1:3128' // the forwarder inside every sandbox
+
+async function freePort (): Promise<number> {
+  const s = createServer()
+  s.listen(0, '127.0.0.1')
+  await once(s, 'listening')
+  const port = (s.address() as AddressInfo).port
+  s.close()
+  return port
+}
+
+describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavailable ?? false }, () => {
+  let server: ChildProcess
+  let logs = ''
+  let gwPort = 0
+  let api: http.Server
+  let apiPort = 0
+  let dataDir = ''
+  let holder: TestClient
+  let sessionId = ''
+
+  before(async () => {
+    api = http.createServer((req, res) => res.end(`api-ok ${req.method} ${req.url}`))
+    api.listen(0, '127.0.0.1')
+    await once(api, 'listening')
+    apiPort = (api.address() as AddressInfo).port
+    gwPort = await freePort()
+    dataDir = mkdtempSync(join(tmpdir(), 'cgw-sbx-net-'))
+    server = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        PATH: process.env.PATH,
+        PORT: String(gwPort),
+        HOST: '127.0.0.1',
+        DATA_DIR: dataDir,
+        CLAUDE_BIN: FAKE_CLI,
+        GATEWAY_TOKENS: `${TOKEN_A}=tenant-a,${TOKEN_B}=tenant-b`,
+        REDIS_URL,
+        REDIS_PREFIX: PREFIX,
+        ANTHROPIC_BASE_URL: `http://127.0.0.1:${apiPort}`,
+        LOG_LEVEL: 'info'
+      }
+    })
+    server.stdout?.setEncoding('utf8').on('data', (t: string) => { logs += t })
+    server.stderr?.setEncoding('utf8').on('data', (t: string) => { logs += t })
+    await eventually(() => logs.includes('Server listening') || server.exitCode !== null, 20_000, 'the gateway to listen')
+    assert.equal(server.exitCode, null, `the gateway did not start:\n${logs}`)
+    const res = await fetch(`http://127.0.0.1:${gwPort}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN_A}`, 'content-type': 'application/json' }, body: '{}' })
+    assert.equal(res.status, 201)
+    sessionId = ((await res.json()) as { id: string }).id
+    holder = await TestClient.open(`ws://127.0.0.1:${gwPort}/v1/sessions/${sessionId}/ws`, { authorization: `Bearer ${TOKEN_A}` })
+    await holder.waitFor((f) => f.subtype === 'hello')
+  })
+
+  after(async () => {
+    holder?.terminate()
+    if (server !== undefined && server.exitCode === null) {
+      server.kill('SIGTERM')
+      await once(server, 'exit')
+    }
+    api?.close()
+    await deleteKeys(REDIS_URL, PREFIX).catch(() => {})
+    rmSync(dataDir, { recursive: true, force: true })
+  })
+
+  it("keeps the gateway's environment (tokens, REDIS_URL) out of reach", async () => {
+    const out = await run(holder, `cat /proc/${server.pid}/environ; cat /proc/1/environ /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -e GATEWAY_TOKENS -e REDIS_URL -e ${TOKEN_B}`)
+    assert.match(out, new RegExp(`/proc/${server.pid}/environ: No such file or directory`))
+    assert.match(out, /^0\n\[exit 1\]$/m)
+    assert.doesNotMatch(out, new RegExp(TOKEN_B))
+  })
+
+  it('reaches neither Redis nor the gateway nor the API directly: the sandbox has its own network', async () => {
+    const targets = [['127.0.0.1', 6379], ['127.0.0.1', gwPort], ['127.0.0.1', apiPort]] as const
+    for (const [host, port] of targets) {
+      assert.match(await run(holder, `node ${PROBE} tcp ${host} ${port}`), /^error (ECONNREFUSED|ENETUNREACH|EHOSTUNREACH)\n\[exit 0\]$/, `${host}:${port}`)
+    }
+    const external = Object.values(networkInterfaces()).flat().find((i) => i !== undefined && !i.internal && i.family === 'IPv4')
+    if (external !== undefined) {
+      assert.match(await run(holder, `node ${PROBE} tcp ${external.address} 6379`), /^error (ENETUNREACH|EHOSTUNREACH|ECONNREFUSED)\n/, 'a host address is unreachable too')
+    }
+  })
+
+  it('refuses every destination but the allowed one through the proxy, and logs the refusal with the session id', async () => {
+    for (const target of ['127.0.0.1:6379', `127.0.0.1:${gwPort}`, `localhost:${apiPort}`, 'example.com:443']) {
+      assert.match(await run(holder, `node ${PROBE} connect ${PROXY} ${target}`), /^HTTP\/1\.1 403 Forbidden\n/, `CONNECT ${target}`)
+    }
+    assert.match(await run(holder, `node ${PROBE} get ${PROXY} http://127.0.0.1:6379/`), /^HTTP\/1\.1 403 Forbidden \| egress not allowed/)
+    assert.match(await run(holder, `node ${PROBE} get ${PROXY} http://127.0.0.1:${gwPort}/healthz`), /^HTTP\/1\.1 403 Forbidden/)
+
+    assert.match(await run(holder, `node ${PROBE} connect ${PROXY} 127.0.0.1:${apiPort}`), /^HTTP\/1\.1 200 Connection Established \| HTTP\/1\.1 200 OK \| tunnel-ok\n/)
+    assert.match(await run(holder, `node ${PROBE} get ${PROXY} http://127.0.0.1:${apiPort}/v1/models`), /^HTTP\/1\.1 200 OK \| api-ok GET \/v1\/models\n/)
+    // curl honours the sandbox's HTTP_PROXY as the CLI does.
+    assert.match(await run(holder, `curl -sS -m 5 http://127.0.0.1:${apiPort}/via-env; echo; curl -sS -m 5 -o /dev/null -w '%{http_code}' http://127.0.0.1:6379/`), /^api-ok GET \/via-env\n403/)
+
+    await eventually(() => logs.split('\n').some((l) => l.includes('sandbox egress refused') && l.includes(sessionId) && l.includes('127.0.0.1:6379')), 5000, 'a refusal log line naming the session')
+  })
+})

@@ -1,0 +1,84 @@
+// loadConfig's `<NAME>_FILE` secrets (Docker/Kubernetes secret files): the value comes from the
+// file, with the same validation as the plain variable, so no secret needs to be in the environment.
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe, it } from 'node:test'
+import { loadConfig } from '../../src/config.js'
+import { configError } from '../support/config-error.js'
+
+const dir = mkdtempSync(join(tmpdir(), 'cgw-config-files-'))
+after(() => rmSync(dir, { recursive: true, force: true }))
+
+function secretFile (name: string, content: string): string {
+  const path = join(dir, name)
+  writeFileSync(path, content, { mode: 0o600 })
+  return path
+}
+
+
+const TOKEN = 'file-token-0123456789abcdef'
+const JWT_SECRET = 'j'.repeat(40)
+const STORE_SECRET = 's'.repeat(40)
+
+describe('loadConfig: secrets from files', () => {
+  it('reads GATEWAY_TOKENS_FILE, JWT_SECRET_FILE, REDIS_URL_FILE and STORE_SECRET_FILE, trimming the trailing newline', () => {
+    const c = loadConfig({
+      GATEWAY_TOKENS_FILE: secretFile('tokens', `${TOKEN}=tenant-f\n`),
+      JWT_SECRET_FILE: secretFile('jwt', `${JWT_SECRET}\n`),
+      REDIS_URL_FILE: secretFile('redis', 'redis://cgw:pa%24s@redis:6379/0\r\n'),
+      STORE_SECRET_FILE: secretFile('store', STORE_SECRET)
+    })
+    assert.deepEqual([...(c.tokens ?? new Map())], [[TOKEN, 'tenant-f']])
+    assert.equal(c.jwt?.secret, JWT_SECRET)
+    assert.equal(c.redisUrl, 'redis://cgw:pa%24s@redis:6379/0')
+    assert.equal(c.storeSecret, STORE_SECRET)
+  })
+
+  it('reads a PEM from JWT_PUBLIC_KEY_FILE, keeping its inner newlines', () => {
+    const pem = '-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA\n-----END PUBLIC KEY-----'
+    const c = loadConfig({ JWT_PUBLIC_KEY_FILE: secretFile('pub.pem', `${pem}\n`) })
+    assert.equal(c.jwt?.publicKey, pem)
+  })
+
+  it('uses an injected reader when given one', () => {
+    const read: string[] = []
+    const c = loadConfig({ REDIS_URL_FILE: '/run/secrets/redis_url' }, { readFile: (p) => { read.push(p); return 'redis://x:6379\n' } })
+    assert.deepEqual(read, ['/run/secrets/redis_url'])
+    assert.equal(c.redisUrl, 'redis://x:6379')
+  })
+
+  for (const name of ['GATEWAY_TOKENS', 'JWT_SECRET', 'JWT_PUBLIC_KEY', 'REDIS_URL', 'STORE_SECRET']) {
+    it(`refuses ${name} and ${name}_FILE both set, naming both`, () => {
+      const message = configError(() => loadConfig({ [name]: 'x'.repeat(40), [`${name}_FILE`]: secretFile(`both-${name}`, 'y'.repeat(40)) }))
+      assert.match(message, new RegExp(`\\b${name}, ${name}_FILE: both are set`))
+    })
+
+    it(`refuses an unreadable ${name}_FILE, naming the variable`, () => {
+      const missing = join(dir, `missing-${name}`)
+      const message = configError(() => loadConfig({ [`${name}_FILE`]: missing }))
+      assert.match(message, new RegExp(`${name}_FILE: cannot read ${missing.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(ENOENT\\)`))
+    })
+
+    it(`refuses an empty ${name}_FILE`, () => {
+      const message = configError(() => loadConfig({ [`${name}_FILE`]: secretFile(`empty-${name}`, '\n') }))
+      assert.match(message, new RegExp(`${name}_FILE: .* is empty`))
+    })
+  }
+
+  it('validates a value from a file like the plain variable, without printing the secret', () => {
+    assert.match(configError(() => loadConfig({ REDIS_URL_FILE: secretFile('bad-url', 'http://nope\n') })), /REDIS_URL \(read from REDIS_URL_FILE\): must be a redis:\/\/ or rediss:\/\/ URL/)
+    assert.match(configError(() => loadConfig({ JWT_SECRET_FILE: secretFile('short-jwt', 'short\n') })), /JWT_SECRET \(read from JWT_SECRET_FILE\): must be at least 32 characters/)
+    assert.match(configError(() => loadConfig({ STORE_SECRET_FILE: secretFile('short-store', 'short\n') })), /STORE_SECRET \(read from STORE_SECRET_FILE\): must be at least 32 characters/)
+    const tokens = configError(() => loadConfig({ GATEWAY_TOKENS_FILE: secretFile('short-tokens', 'shorttoken=t\n') }))
+    assert.match(tokens, /GATEWAY_TOKENS: token for tenant t is shorter than 16 characters/)
+    assert.doesNotMatch(tokens, /shorttoken/)
+  })
+
+  it('STORE_SECRET: a plain value is used as is and must have 32 characters', () => {
+    assert.equal(loadConfig({ STORE_SECRET }).storeSecret, STORE_SECRET)
+    assert.equal(loadConfig({}).storeSecret, undefined)
+    assert.match(configError(() => loadConfig({ STORE_SECRET: 'short' })), /STORE_SECRET: must be at least 32 characters/)
+  })
+})
