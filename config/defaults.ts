@@ -28,6 +28,8 @@ export const defaults = {
   CONTROL_REQUEST_TIMEOUT_MS: 60_000,
   /** A client's own control request gets a gateway error if the CLI has not answered by then. */
   CLIENT_REQUEST_TIMEOUT_MS: 30_000,
+  /** A new CLI's initialize waits this long for the holder's own (hooks, systemPrompt, …) before the gateway sends a bare one; 0 = never waits. */
+  INITIALIZE_HOLD_MS: 2_000,
   REDIS_PREFIX: 'cgw:',
   EVENTS_MAX_PER_SESSION: 100_000,
   EVENTS_TTL_SECONDS: 7 * 24 * 3600,

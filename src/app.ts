@@ -131,6 +131,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
       permissionTimeoutMs: config.permissionTimeoutMs,
       controlRequestTimeoutMs: config.controlRequestTimeoutMs,
       clientRequestTimeoutMs: config.clientRequestTimeoutMs,
+      initializeHoldMs: config.initializeHoldMs,
       idleTimeoutMs: config.idleTimeoutMs,
       storeQueueMax: config.storeQueueMax,
       allowBypassPermissions: config.allowBypassPermissions

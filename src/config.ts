@@ -39,6 +39,7 @@ const envSchema = z.object({
   PERMISSION_TIMEOUT_MS: int(0).default(defaults.PERMISSION_TIMEOUT_MS),
   CONTROL_REQUEST_TIMEOUT_MS: int(1).default(defaults.CONTROL_REQUEST_TIMEOUT_MS),
   CLIENT_REQUEST_TIMEOUT_MS: int(1).default(defaults.CLIENT_REQUEST_TIMEOUT_MS),
+  INITIALIZE_HOLD_MS: int(0).default(defaults.INITIALIZE_HOLD_MS),
   EVENTS_MAX_PER_SESSION: int(1).default(defaults.EVENTS_MAX_PER_SESSION),
   EVENTS_TTL_SECONDS: int(0).default(defaults.EVENTS_TTL_SECONDS),
   STORE_QUEUE_MAX: int(1).default(defaults.STORE_QUEUE_MAX),
@@ -113,6 +114,7 @@ export interface Config {
   permissionTimeoutMs: number
   controlRequestTimeoutMs: number
   clientRequestTimeoutMs: number
+  initializeHoldMs: number
   eventsMaxPerSession: number
   eventsTtlSeconds: number
   storeQueueMax: number
@@ -213,6 +215,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, options: LoadC
     permissionTimeoutMs: e.PERMISSION_TIMEOUT_MS,
     controlRequestTimeoutMs: e.CONTROL_REQUEST_TIMEOUT_MS,
     clientRequestTimeoutMs: e.CLIENT_REQUEST_TIMEOUT_MS,
+    initializeHoldMs: e.INITIALIZE_HOLD_MS,
     eventsMaxPerSession: e.EVENTS_MAX_PER_SESSION,
     eventsTtlSeconds: e.EVENTS_TTL_SECONDS,
     storeQueueMax: e.STORE_QUEUE_MAX,

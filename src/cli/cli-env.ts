@@ -67,5 +67,7 @@ export function buildCliEnv (source: NodeJS.ProcessEnv, overrides: Record<string
     if (listed || extra.names.has(name) || extra.prefixes.some((p) => name.startsWith(p))) env[name] = value
   }
   env.CLAUDE_CODE_ENTRYPOINT = ENTRYPOINT
+  // system/session_state_changed (running / requires_action / idle): what UIs and the Agent SDK read.
+  env.CLAUDE_CODE_SDK_READS_SESSION_STATE = '1'
   return { ...env, ...overrides }
 }

@@ -65,15 +65,63 @@ export class ControlPolicy {
   /** A client's `control_request.request`, before it is written to the CLI. */
   checkClientRequest (request: Record<string, unknown>, scope: PolicyScope): Refusal | null {
     const subtype = String(request.subtype)
-    if (!this.#allowAll && !this.#allow.has(subtype)) {
+    // initialize is the protocol's handshake, always forwarded; its granting fields are vetted below.
+    if (subtype !== 'initialize' && !this.#allowAll && !this.#allow.has(subtype)) {
       return { code: 'control_not_allowed', message: `The gateway does not forward ${JSON.stringify(subtype)} control requests (CLIENT_CONTROL_ALLOW)` }
     }
     for (const field of MODE_FIELDS) {
       const refusal = checkMode(request[field], `${subtype} ${field}`, this.#grant)
       if (refusal !== null) return refusal
     }
-    if (subtype === 'mcp_set_servers') return this.#checkServers(request.servers)
+    if (subtype === 'mcp_set_servers') return this.#checkServers(request.servers, subtype)
     if (SETTINGS_SUBTYPES.has(subtype)) return this.#checkSettings(request.settings, subtype, scope)
+    if (subtype === 'initialize') return this.#checkInitialize(request, scope)
+    return null
+  }
+
+  /**
+   * The holder's initialize. Text (systemPrompt, jsonSchema, …), SDK MCP server
+   * names and callback hooks (answered by the client) pass; what would run
+   * something on the gateway host or grant more is held to the rules of the
+   * request that does the same: process MCP servers (top level and per agent)
+   * to CLIENT_MCP_SERVER_TYPES, agent permission modes to the bypass gate,
+   * settings to the settings subtypes' checks (and only when those subtypes
+   * are allowed); command hooks and plugins (code loaded from a path) never.
+   */
+  #checkInitialize (request: Record<string, unknown>, scope: PolicyScope): Refusal | null {
+    const refuse = (message: string): Refusal => ({ code: 'control_not_allowed', message: `initialize ${message}` })
+    if (request.mcpServers !== undefined && request.mcpServers !== null) {
+      const servers = this.#checkServers(request.mcpServers, 'initialize mcpServers')
+      if (servers !== null) return servers
+    }
+    if (Array.isArray(request.plugins) && request.plugins.length > 0) return refuse('plugins: the gateway does not load plugins from a client (they run code on its host)')
+    for (const field of ['settings', 'managedSettings'] as const) {
+      const settings = request[field]
+      if (settings === undefined || settings === null) continue
+      if (!this.#allowAll && !this.#allow.has('apply_flag_settings')) return refuse(`${field}: settings from a client need apply_flag_settings in CLIENT_CONTROL_ALLOW`)
+      if (isRecord(settings) && settings.hooks !== undefined) return refuse(`${field}.hooks: command hooks run on the gateway host; use callback hooks`)
+      const refusal = this.#checkSettings(settings, `initialize ${field}`, scope)
+      if (refusal !== null) return refusal
+    }
+    if (isRecord(request.hooks)) {
+      for (const [event, matchers] of Object.entries(request.hooks)) {
+        if (!Array.isArray(matchers)) continue
+        // The SDK's shape is {matcher, hookCallbackIds, timeout}; a `hooks` list is the settings shape (command hooks).
+        if (matchers.some((m) => isRecord(m) && 'hooks' in m)) return refuse(`hooks.${event}: command hooks run on the gateway host; only callback hooks (hookCallbackIds) are forwarded`)
+      }
+    }
+    if (isRecord(request.agents)) {
+      for (const [name, agent] of Object.entries(request.agents)) {
+        if (!isRecord(agent)) continue
+        const mode = checkMode(agent.permissionMode, `initialize agents.${name}.permissionMode`, this.#grant)
+        if (mode !== null) return mode
+        if (!Array.isArray(agent.mcpServers)) continue
+        for (const spec of agent.mcpServers) {
+          const servers = isRecord(spec) ? this.#checkServers(spec, `initialize agents.${name}.mcpServers`) : null
+          if (servers !== null) return servers
+        }
+      }
+    }
     return null
   }
 
@@ -113,15 +161,15 @@ export class ControlPolicy {
     return null
   }
 
-  #checkServers (servers: unknown): Refusal | null {
-    if (!isRecord(servers)) return { code: 'control_not_allowed', message: 'mcp_set_servers needs a servers object' }
+  #checkServers (servers: unknown, where: string): Refusal | null {
+    if (!isRecord(servers)) return { code: 'control_not_allowed', message: `${where} needs a servers object` }
     for (const [name, config] of Object.entries(servers)) {
       // A config with a command is one the CLI runs, whatever its type says; no type means stdio.
       const type = !isRecord(config) ? 'invalid' : 'command' in config || config.type === undefined ? 'stdio' : String(config.type)
       if (!this.#mcpTypes.has(type)) {
         return {
           code: 'control_not_allowed',
-          message: `mcp_set_servers: server ${JSON.stringify(name)} is of type ${type}; clients may add ${[...this.#mcpTypes].join(', ') || 'none'} (CLIENT_MCP_SERVER_TYPES)`
+          message: `${where}: server ${JSON.stringify(name)} is of type ${type}; clients may add ${[...this.#mcpTypes].join(', ') || 'none'} (CLIENT_MCP_SERVER_TYPES)`
         }
       }
     }

@@ -1,23 +1,25 @@
 /**
- * Frames a WebSocket client may send to the gateway. Everything that reaches
- * the CLI's stdin passes through these schemas and is re-serialised, so a
- * client can never write invalid JSON, `\r\n` or an unexpected type to the CLI
+ * Frames a WebSocket client may send to the gateway. They are checked for what
+ * security needs (type, ids, the fields the gateway acts on) and otherwise
+ * passed on as sent: unknown fields stay, so what a newer Agent SDK adds still
+ * reaches the CLI. What reaches the CLI's stdin is always the parsed value
+ * re-serialised, so a client can never write invalid JSON or `\r\n` to it
  * (either kills it).
  */
 import { z } from 'zod'
 
 const contentBlock = z.looseObject({ type: z.string().min(1) })
 
-export const userFrame = z.object({
+export const userFrame = z.looseObject({
   type: z.literal('user'),
-  message: z.object({
+  message: z.looseObject({
     role: z.literal('user'),
     content: z.union([z.string(), z.array(contentBlock).min(1)])
   }),
   /** Set by clients that retry: a uuid already forwarded is not forwarded twice. */
   uuid: z.string().min(1).max(128).optional(),
   parent_tool_use_id: z.string().nullable().optional(),
-  /** Ignored: the gateway fills the session's id. */
+  /** Replaced: the gateway fills the session's id. */
   session_id: z.string().optional()
 })
 
@@ -25,40 +27,55 @@ export const permissionModes = ['default', 'acceptEdits', 'bypassPermissions', '
 
 const requestId = z.string().min(1).max(200)
 
-/** Control requests with a known shape are checked; other subtypes pass through as objects. */
+/** Control requests whose fields the gateway checks; extra fields pass. Other subtypes pass as objects. */
 const knownControl = z.discriminatedUnion('subtype', [
-  z.object({ subtype: z.literal('interrupt') }),
-  z.object({ subtype: z.literal('set_model'), model: z.string().max(200).nullable().optional() }),
-  z.object({ subtype: z.literal('set_permission_mode'), mode: z.enum(permissionModes) }),
-  z.object({ subtype: z.literal('set_max_thinking_tokens'), max_thinking_tokens: z.number().int().min(0).nullable() })
+  z.looseObject({ subtype: z.literal('interrupt') }),
+  z.looseObject({ subtype: z.literal('set_model'), model: z.string().max(200).nullable().optional() }),
+  z.looseObject({ subtype: z.literal('set_permission_mode'), mode: z.enum(permissionModes) }),
+  z.looseObject({ subtype: z.literal('set_max_thinking_tokens'), max_thinking_tokens: z.number().int().min(0).nullable() }),
+  // The holder's handshake: hooks, systemPrompt, sdkMcpServers, agents, jsonSchema, … (vetted by the control policy).
+  z.looseObject({ subtype: z.literal('initialize') })
 ])
-const knownSubtypes = new Set(['interrupt', 'set_model', 'set_permission_mode', 'set_max_thinking_tokens'])
+const knownSubtypes = new Set(['interrupt', 'set_model', 'set_permission_mode', 'set_max_thinking_tokens', 'initialize'])
 const otherControl = z.looseObject({ subtype: z.string().min(1).max(100) })
   .refine((r) => !knownSubtypes.has(r.subtype), { message: 'invalid fields for this subtype' })
-  .refine((r) => r.subtype !== 'initialize', { message: 'initialize is sent by the gateway itself' })
 
-export const controlRequestFrame = z.object({
+export const controlRequestFrame = z.looseObject({
   type: z.literal('control_request'),
   request_id: requestId,
   request: z.union([knownControl, otherControl])
 })
 
-export const controlResponseFrame = z.object({
+export const controlResponseFrame = z.looseObject({
   type: z.literal('control_response'),
   response: z.union([
-    z.object({ subtype: z.literal('success'), request_id: requestId, response: z.record(z.string(), z.unknown()).optional() }),
-    z.object({ subtype: z.literal('error'), request_id: requestId, error: z.string().max(10_000) })
+    z.looseObject({ subtype: z.literal('success'), request_id: requestId, response: z.record(z.string(), z.unknown()).optional() }),
+    z.looseObject({ subtype: z.literal('error'), request_id: requestId, error: z.string().max(10_000) })
   ])
 })
 
-export const keepAliveFrame = z.object({ type: z.literal('keep_alive') })
+/** The SDK withdraws one of its own requests (e.g. an aborted `mcpServerStatus()`). */
+export const controlCancelFrame = z.looseObject({ type: z.literal('control_cancel_request'), request_id: requestId })
 
-export const clientFrame = z.discriminatedUnion('type', [userFrame, controlRequestFrame, controlResponseFrame, keepAliveFrame])
+export const keepAliveFrame = z.looseObject({ type: z.literal('keep_alive') })
 
-export type ClientFrame = z.infer<typeof clientFrame>
+const knownFrames = {
+  user: userFrame,
+  control_request: controlRequestFrame,
+  control_response: controlResponseFrame,
+  control_cancel_request: controlCancelFrame,
+  keep_alive: keepAliveFrame
+} as const
+
+/** A frame of a type the gateway does not know: `value` is the frame as sent (`value.type` a string). */
+export interface OtherTypeFrame { type: 'other_type', value: Record<string, unknown> & { type: string } }
+
 export type UserFrame = z.infer<typeof userFrame>
 export type ControlRequestFrame = z.infer<typeof controlRequestFrame>
 export type ControlResponseFrame = z.infer<typeof controlResponseFrame>
+export type ControlCancelFrame = z.infer<typeof controlCancelFrame>
+export type KeepAliveFrame = z.infer<typeof keepAliveFrame>
+export type ClientFrame = UserFrame | ControlRequestFrame | ControlResponseFrame | ControlCancelFrame | KeepAliveFrame | OtherTypeFrame
 
 /** Answer to a `can_use_tool` prompt, as the holder sends it inside `control_response.response`. */
 export const permissionAnswer = z.discriminatedUnion('behavior', [
@@ -95,21 +112,46 @@ export function tooDeep (value: unknown, max: number = MAX_JSON_DEPTH): boolean 
   return false
 }
 
-/** Parses a text frame; returns a typed error code instead of throwing. */
-export function parseClientFrame (text: string):
-  { ok: true, frame: ClientFrame } | { ok: false, code: 'invalid_json' | 'invalid_frame', message: string } {
+export type ParsedClientFrame =
+  | { ok: true, frame: ClientFrame }
+  | { ok: false, code: 'invalid_json' | 'invalid_frame', message: string, requestId?: string }
+
+/**
+ * Parses a text frame; returns a typed error code instead of throwing. A
+ * refused `control_request` whose `request_id` can be read carries it, so the
+ * refusal can be the control_response error an SDK waits for.
+ */
+export function parseClientFrame (text: string): ParsedClientFrame {
   let value: unknown
   try {
     value = JSON.parse(text)
   } catch {
     return { ok: false, code: 'invalid_json', message: 'The frame is not valid JSON' }
   }
-  if (tooDeep(value)) return { ok: false, code: 'invalid_frame', message: `The frame nests more than ${MAX_JSON_DEPTH} levels deep` }
-  const parsed = clientFrame.safeParse(value)
+  const refuse = (message: string): ParsedClientFrame => {
+    const id = readableRequestId(value)
+    return { ok: false, code: 'invalid_frame', message, ...(id === undefined ? {} : { requestId: id }) }
+  }
+  if (tooDeep(value)) return refuse(`The frame nests more than ${MAX_JSON_DEPTH} levels deep`)
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return refuse('A frame is a JSON object')
+  const type = (value as { type?: unknown }).type
+  if (typeof type !== 'string' || type === '' || type.length > 100) return refuse('A frame needs a "type" string')
+  const schema = Object.hasOwn(knownFrames, type) ? knownFrames[type as keyof typeof knownFrames] : undefined
+  // The value as sent, not zod's copy: fields the schemas do not name pass unchanged.
+  if (schema === undefined) return { ok: true, frame: { type: 'other_type', value: value as OtherTypeFrame['value'] } }
+  const parsed = schema.safeParse(value)
   if (!parsed.success) {
     const first = parsed.error.issues[0]
     const where = first === undefined || first.path.length === 0 ? '' : ` at ${first.path.join('.')}`
-    return { ok: false, code: 'invalid_frame', message: `${first?.message ?? 'invalid'}${where}` }
+    return refuse(`${first?.message ?? 'invalid'}${where}`)
   }
-  return { ok: true, frame: parsed.data }
+  return { ok: true, frame: value as ClientFrame }
+}
+
+/** The request_id of a control_request frame, if it is a usable one (whatever else is wrong with the frame). */
+function readableRequestId (value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined
+  const frame = value as { type?: unknown, request_id?: unknown }
+  if (frame.type !== 'control_request') return undefined
+  return requestId.safeParse(frame.request_id).success ? frame.request_id as string : undefined
 }

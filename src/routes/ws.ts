@@ -6,6 +6,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { RawData } from 'ws'
 import type { TicketBook } from '../auth/tickets.js'
+import { controlErrorFrame } from '../control/control-error.js'
 import { GatewayError, closeCodes, errorTable } from '../errors.js'
 import { parseClientFrame } from '../protocol/client-frames.js'
 import { wsQuery } from '../protocol/session-options.js'
@@ -77,7 +78,8 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
       }
       const parsed = parseClientFrame(rawText(data))
       if (!parsed.ok) {
-        client.send(errorFrame(parsed.code, parsed.message))
+        // A control_request's refusal is its answer (an SDK waits on the request_id); other frames get an error frame.
+        client.send(parsed.requestId === undefined ? errorFrame(parsed.code, parsed.message) : controlErrorFrame(parsed.requestId, parsed.code, parsed.message))
         return
       }
       try {

@@ -16,7 +16,7 @@ import { type ErrorCode, GatewayError, errorTable } from '../errors.js'
 import { controlErrorFrame } from '../control/control-error.js'
 import type { ControlPolicy, PolicyScope } from '../control/control-policy.js'
 import { type PendingRequest, PermissionBroker, completePermissionAnswer, timeoutDenial } from '../permission/broker.js'
-import { type ClientFrame, type ControlRequestFrame, permissionAnswer } from '../protocol/client-frames.js'
+import { type ClientFrame, type ControlRequestFrame, type OtherTypeFrame, permissionAnswer } from '../protocol/client-frames.js'
 import type { EventStore, ExitInfo, SessionRecord, SessionStatus } from '../store/store.js'
 import { EventLog, type LogEvent } from './event-log.js'
 import { readHistoryPage } from './history-page.js'
@@ -33,6 +33,8 @@ export interface SessionLimits {
   idleTimeoutMs: number
   storeQueueMax: number
   allowBypassPermissions: boolean
+  /** How long a new CLI's initialize waits for the holder's own (INITIALIZE_HOLD_MS). */
+  initializeHoldMs: number
 }
 
 export interface SessionDeps {
@@ -79,6 +81,9 @@ export class Session {
   #stopping = false
   #turnsPending = 0
   #idleTimer: NodeJS.Timeout | null = null
+  /** False from spawn until this CLI was given its one initialize (the holder's, or the gateway's). */
+  #initialized = true
+  #initHold: NodeJS.Timeout | null = null
   #recordWrite: Promise<void> = Promise.resolve()
 
   constructor (record: SessionRecord, deps: SessionDeps) {
@@ -128,8 +133,12 @@ export class Session {
     })
   }
 
-  /** Starts the CLI (`--resume` once the conversation is stored). */
-  start (): GatewayError | null {
+  /**
+   * Starts the CLI (`--resume` once the conversation is stored). Its initialize
+   * is `opening` (the holder's, which started it), else the holder's stored
+   * one, else held back up to INITIALIZE_HOLD_MS for the holder's first frame.
+   */
+  start (opening?: ControlRequestFrame): GatewayError | null {
     if (this.#cli !== null) return null
     const refused = this.#deps.admit()
     if (refused !== null) return refused
@@ -149,9 +158,42 @@ export class Session {
     }
     this.#cli = cli
     this.#setStatus('starting')
-    this.#writeCli({ type: 'control_request', request_id: `gw_init_${randomUUID()}`, request: { subtype: 'initialize' } })
+    this.#initialized = false
+    const stored = this.#storedInitialize()
+    if (opening !== undefined) this.#initialize(opening)
+    else if (stored !== null) this.#initialize({ type: 'control_request', request_id: gatewayInitId(), request: stored })
+    else if (this.#deps.limits.initializeHoldMs <= 0) this.#ensureInitialized()
+    else {
+      // The CLI prints nothing before its initialize: the wait is bounded so `running` still comes.
+      this.#initHold = setTimeout(() => this.#ensureInitialized(), this.#deps.limits.initializeHoldMs)
+      this.#initHold.unref()
+    }
     this.#armIdle()
     return null
+  }
+
+  /** The holder's initialize kept with the session, if the policy still lets it through. */
+  #storedInitialize (): Record<string, unknown> | null {
+    const stored = this.#record.initialize
+    if (stored === undefined) return null
+    const refused = this.#deps.policy.checkClientRequest(stored, this.#deps.policyScope())
+    if (refused === null) return stored
+    this.#log.warn({ code: refused.code }, 'stored initialize refused by the control policy; the CLI gets the gateway\'s')
+    return null
+  }
+
+  /** Writes this CLI's one initialize. */
+  #initialize (frame: Record<string, unknown>): void {
+    if (this.#initHold !== null) clearTimeout(this.#initHold)
+    this.#initHold = null
+    this.#initialized = true
+    this.#writeCli(frame)
+  }
+
+  /** Before anything else reaches a CLI that has no initialize yet: the gateway's own. */
+  #ensureInitialized (): void {
+    if (this.#initialized || this.#cli === null) return
+    this.#initialize({ type: 'control_request', request_id: gatewayInitId(), request: { subtype: 'initialize' } })
   }
 
   /** Ends the CLI: stdin closed, SIGTERM, SIGKILL. History and record stay. */
@@ -272,7 +314,17 @@ export class Session {
     const fail = (code: ErrorCode, message?: string, extra: Record<string, unknown> = {}): void =>
       port.send(errorFrame(code, message ?? errorTable[code].message, extra))
     if (!this.#audience.isHolder(port)) {
-      fail('not_holder', undefined, frame.type === 'user' ? {} : { request_id: frame.response.request_id })
+      const requestId = frame.type === 'control_response' ? frame.response.request_id : frame.type === 'control_cancel_request' ? frame.request_id : undefined
+      fail('not_holder', undefined, requestId === undefined ? {} : { request_id: requestId })
+      return
+    }
+    if (frame.type === 'other_type' || frame.type === 'control_cancel_request') {
+      const refused = frame.type === 'other_type' ? this.#otherTypeRefusal(frame) : null
+      if (refused !== null) { fail(refused.code, refused.message); return }
+      // The CLI decides what they mean (it ignores types it does not know): as sent, once it runs.
+      if (this.#cli === null || this.#stopping) return
+      this.#ensureInitialized()
+      this.#writeCli(frame.type === 'other_type' ? frame.value : frame)
       return
     }
     if (frame.type === 'user') {
@@ -290,6 +342,7 @@ export class Session {
       }
       this.#disarmIdle()
       this.#turnsPending++
+      this.#ensureInitialized()
       this.#writeCli({ ...frame, session_id: this.id, parent_tool_use_id: frame.parent_tool_use_id ?? null })
       return
     }
@@ -305,18 +358,39 @@ export class Session {
     const id = frame.request_id
     const refuse = (code: ErrorCode, message?: string): void => port.send(controlErrorFrame(id, code, message ?? errorTable[code].message))
     if (!this.#audience.isHolder(port)) { refuse('not_holder'); return }
-    if (this.#cli === null || this.#stopping) { refuse('session_not_running'); return }
-    // CLIENT_CONTROL_ALLOW, stdio MCP servers, and mode fields naming bypassPermissions.
+    const initialize = frame.request.subtype === 'initialize'
+    // An initialize may start a stopped CLI (an SDK attaching with --resume starts with it).
+    if (this.#stopping || (this.#cli === null && !initialize)) { refuse('session_not_running'); return }
+    // CLIENT_CONTROL_ALLOW, stdio MCP servers, mode fields naming bypassPermissions, what initialize may carry.
     const refused = this.#deps.policy.checkClientRequest(frame.request, this.#deps.policyScope())
     if (refused !== null) { refuse(refused.code, refused.message); return }
     if (this.#clientRequests.has(id) || this.#broker.get(id) !== undefined) { refuse('duplicate_request_id'); return }
+    if (initialize) {
+      // Kept with the session: a restarted or resumed CLI gets it again.
+      this.#record.initialize = frame.request
+      this.#persist()
+    }
+    if (this.#cli === null) {
+      const failed = this.start(frame)
+      if (failed !== null) { refuse(failed.code, failed.message); return }
+    } else if (initialize && !this.#initialized) {
+      this.#initialize(frame)
+    } else {
+      this.#ensureInitialized()
+      this.#writeCli(frame)
+    }
     const timer = setTimeout(() => {
       this.#clientRequests.delete(id)
       refuse('request_timeout')
     }, this.#deps.limits.clientRequestTimeoutMs)
     timer.unref()
     this.#clientRequests.set(id, { port, timer })
-    this.#writeCli(frame)
+  }
+
+  /** Unknown frame types pass, but for one that would set the CLI's environment (unless the policy lets it). */
+  #otherTypeRefusal (frame: OtherTypeFrame): { code: ErrorCode, message: string } | null {
+    if (frame.value.type !== 'update_environment_variables') return null
+    return this.#deps.policy.checkClientRequest({ subtype: frame.value.type }, this.#deps.policyScope())
   }
 
   /** Answers a pending CLI control request (WebSocket holder or HTTP). First valid answer wins. */
@@ -330,16 +404,17 @@ export class Session {
     }
     let response: Record<string, unknown>
     let decision: string
+    // The answer as the holder sent it (hook outputs, MCP JSON-RPC payloads, fields of newer SDKs), completed where the CLI needs it.
     if (input.subtype === 'error') {
-      response = { subtype: 'error', request_id: requestId, error: input.error ?? 'error' }
+      response = { ...input, subtype: 'error', request_id: requestId, error: input.error ?? 'error' }
       decision = pending.subtype === 'can_use_tool' ? 'denied' : 'answered'
     } else if (pending.subtype === 'can_use_tool') {
       const parsed = permissionAnswer.safeParse(input.response)
       if (!parsed.success) return { ok: false, code: 'invalid_frame', message: 'A can_use_tool answer needs response.behavior "allow" or "deny"' }
-      response = { subtype: 'success', request_id: requestId, response: completePermissionAnswer(parsed.data, pending.request) }
+      response = { ...input, subtype: 'success', request_id: requestId, response: completePermissionAnswer(parsed.data, pending.request) }
       decision = parsed.data.behavior === 'allow' ? 'allowed' : 'denied'
     } else {
-      response = { subtype: 'success', request_id: requestId, response: input.response ?? {} }
+      response = { ...input, subtype: 'success', request_id: requestId, response: input.response ?? {} }
       decision = 'answered'
     }
     this.#broker.take(requestId)
@@ -360,7 +435,8 @@ export class Session {
     }
     if (!isRecord(parsed)) { this.#rejectLine('not_an_object', Buffer.byteLength(line), line); return }
     const msg = parsed
-    if (msg.type === 'keep_alive') return
+    // Live only, as printed: it says the CLI is alive now (the SDK times its `startup_mark` on arrival); replayed it would lie.
+    if (msg.type === 'keep_alive') { this.#audience.sendAll(line); return }
     if (this.#record.status === 'starting') this.#setStatus('running')
     switch (msg.type) {
       case 'control_request': {
@@ -425,6 +501,8 @@ export class Session {
   #onExit (exit: CliExit): void {
     this.#cli = null
     this.#disarmIdle()
+    if (this.#initHold !== null) clearTimeout(this.#initHold)
+    this.#initHold = null
     const stopped = this.#stopping
     this.#stopping = false
     this.#turnsPending = 0
@@ -516,3 +594,7 @@ export class Session {
   }
 }
 
+/** Request ids of the gateway's own initialize requests (their answers are recorded like any other). */
+function gatewayInitId (): string {
+  return `gw_init_${randomUUID()}`
+}

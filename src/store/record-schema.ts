@@ -33,5 +33,7 @@ export const sessionRecordSchema = z.object({
   metadata: z.json(),
   last_seq: z.number().int().min(0),
   resumable: z.boolean(),
-  exit: exitInfo.nullable()
+  exit: exitInfo.nullable(),
+  // The holder's initialize request, re-vetted by the control policy before a CLI gets it again.
+  initialize: z.record(z.string(), z.json()).refine((r) => r.subtype === 'initialize', 'not an initialize request').optional()
 })

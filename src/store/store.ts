@@ -43,6 +43,11 @@ export interface SessionRecord {
   /** True once the CLI has stored the conversation, so a restart must use --resume. */
   resumable: boolean
   exit: ExitInfo | null
+  /**
+   * The holder's last `initialize` request (hooks, systemPrompt, sdkMcpServers, …),
+   * given again to a restarted or resumed CLI. Absent until a client sent one.
+   */
+  initialize?: Record<string, unknown> | undefined
   /** Set by SignedStore (signed-records.ts) on the way into the store; records handed to callers never carry it. */
   mac?: string | undefined
 }

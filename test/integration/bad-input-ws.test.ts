@@ -11,7 +11,7 @@ import assert from 'node:assert/strict'
 import { connect } from 'node:net'
 import { describe, it } from 'node:test'
 import type { CliExit, CliLauncher } from '../../src/cli/cli-handle.js'
-import { errorCode } from '../support/frames.js'
+import { errorCode, isRefusal } from '../support/frames.js'
 import { TOKEN_A, eventually } from '../support/gateway.js'
 import { client, fence, gateway } from '../support/sessions.js'
 
@@ -33,9 +33,8 @@ const BAD: Array<[string, string]> = [
   ['[]', 'invalid_frame'],
   ['[{"type":"keep_alive"}]', 'invalid_frame'],
   ['{}', 'invalid_frame'],
-  ['{"type":"nope"}', 'invalid_frame'],
-  ['{"type":"update_environment_variables","variables":{"NODE_OPTIONS":"--require /tmp/x.js"}}', 'invalid_frame'],
-  ['{"type":"assistant","message":{"role":"assistant","content":"x"}}', 'invalid_frame'],
+  ['{"type":""}', 'invalid_frame'],
+  ['{"type":"update_environment_variables","variables":{"NODE_OPTIONS":"--require /tmp/x.js"}}', 'control_not_allowed'],
   ['{"type":"user"}', 'invalid_frame'],
   ['{"type":"user","message":{"role":"assistant","content":"x"}}', 'invalid_frame'],
   ['{"type":"user","message":{"role":"user","content":42}}', 'invalid_frame'],
@@ -44,16 +43,20 @@ const BAD: Array<[string, string]> = [
   ['{"type":"user","message":{"role":"user","content":"x"},"uuid":""}', 'invalid_frame'],
   ['{"type":["user"],"message":{"role":"user","content":"x"}}', 'invalid_frame'],
   ['{"type":"control_request","request_id":"","request":{"subtype":"interrupt"}}', 'invalid_frame'],
-  ['{"type":"control_request","request_id":"a","request":{"subtype":"initialize"}}', 'invalid_frame'],
-  ['{"type":"control_request","request_id":"a","request":{"subtype":"set_model","model":42}}', 'invalid_frame'],
-  ['{"type":"control_request","request_id":"a","request":{"subtype":"set_max_thinking_tokens","max_thinking_tokens":-1}}', 'invalid_frame'],
-  ['{"type":"control_request","request_id":"a","request":"interrupt"}', 'invalid_frame'],
   [`{"type":"control_request","request_id":"${'r'.repeat(201)}","request":{"subtype":"interrupt"}}`, 'invalid_frame'],
   ['{"type":"control_response","response":{"subtype":"maybe","request_id":"x"}}', 'invalid_frame'],
   ['{"type":"control_response","response":{"subtype":"success"}}', 'invalid_frame'],
   ['{"type":"control_response","response":{"subtype":"success","request_id":"nobody-asked"}}', 'unknown_request'],
   [nested(100), 'invalid_frame'],
   [nested(100_000), 'invalid_frame'] // JSON.stringify of this would overflow the stack (it used to end the process)
+]
+
+/** Control requests refused at parse time: answered with a control_response error carrying their request_id. */
+const BAD_REQUESTS: Array<[string, string]> = [
+  ['{"type":"control_request","request_id":"b1","request":{"subtype":"set_model","model":42}}', 'b1'],
+  ['{"type":"control_request","request_id":"b2","request":{"subtype":"set_max_thinking_tokens","max_thinking_tokens":-1}}', 'b2'],
+  ['{"type":"control_request","request_id":"b3","request":"interrupt"}', 'b3'],
+  [`{"type":"control_request","request_id":"b4","request":{"subtype":"custom","v":${'['.repeat(100)}${']'.repeat(100)}}}`, 'b4']
 ]
 
 describe('bad frames', () => {
@@ -64,6 +67,7 @@ describe('bad frames', () => {
     const observer = await client(gw, t, id, 'role=observer')
     const from = holder.frames.length
     for (const [text] of BAD) holder.send(text)
+    for (const [text] of BAD_REQUESTS) holder.send(text)
     holder.ws.send(Buffer.from([0x00, 0xff, 0x7b, 0x7d]), { binary: true })
     holder.ws.send(Buffer.from('{"type":"keep_alive"}'), { binary: true })
     const expected = [...BAD.map(([, code]) => code), 'binary_not_supported', 'binary_not_supported']
@@ -75,6 +79,10 @@ describe('bad frames', () => {
     for (const f of holder.frames.slice(from).filter((x) => errorCode(x) !== undefined)) {
       assert.equal(typeof f.message, 'string')
       assert.ok(f.message.length < 500, 'the message does not echo the input back')
+    }
+    for (const [, requestId] of BAD_REQUESTS) {
+      const refusal = await holder.waitFor(isRefusal('invalid_frame', requestId), 10_000, from)
+      assert.ok(refusal.response.error.length < 500, 'the message does not echo the input back')
     }
     assert.equal(holder.closeCode, null)
 

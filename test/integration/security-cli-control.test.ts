@@ -51,11 +51,11 @@ describe('bypassPermissions is off unless the operator allows it', () => {
       const err = await holder.waitFor(isRefusal('bypass_not_allowed', `bypass-${i}`))
       assert.equal(typeof err.response.error, 'string')
     }
-    // Near misses are not the mode at all: invalid frames, not forwarded either.
+    // Near misses are not the mode at all: invalid frames (answered as control_response errors), not forwarded either.
     for (const mode of ['BypassPermissions', 'bypassPermissions ', 'bypass']) {
       holder.send({ type: 'control_request', request_id: `near-${mode}`, request: { subtype: 'set_permission_mode', mode } })
+      await holder.waitFor(isRefusal('invalid_frame', `near-${mode}`))
     }
-    await holder.until(() => holder.frames.filter(isError('invalid_frame')).length === 3 || undefined)
     // A permitted mode still goes through (so the refusal above is specific).
     holder.send({ type: 'control_request', request_id: 'accept-edits', request: { subtype: 'set_permission_mode', mode: 'acceptEdits' } })
     const ok = await holder.waitFor((f) => f.type === 'control_response' && f.response?.request_id === 'accept-edits')

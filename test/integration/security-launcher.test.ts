@@ -4,7 +4,8 @@
  * nothing else. Checked with the fake CLI's `read <path>` (what any tool the
  * CLI runs could read) and a `touch` the holder allows. Run without
  * `--fake-log-dir`, which the sandbox could not see. The last test documents
- * what the default (no launcher) does NOT protect: one tenant's CLI can read
+ * what SANDBOX=none with no launcher does NOT protect (the reason the default
+ * is SANDBOX=bwrap, tested in sandbox-*.test.ts): one tenant's CLI can read
  * another tenant's files.
  */
 import assert from 'node:assert/strict'
@@ -96,8 +97,8 @@ describe('bubblewrap launcher', { skip: unavailable ?? false }, () => {
   })
 })
 
-describe('without a launcher', () => {
-  it("lets one tenant's CLI read another tenant's files (what the default does NOT protect; use CLAUDE_LAUNCHER)", async (t) => {
+describe('SANDBOX=none without a launcher', () => {
+  it("lets one tenant's CLI read another tenant's files (what SANDBOX=none does NOT protect)", async (t) => {
     const { a, secretOfB } = await twoTenants(t, { CLAUDE_ARGS_EXTRA: '' })
     assert.equal(await say(a.holder, `read ${secretOfB}`), 'tenant-b secret\n')
   })

@@ -359,6 +359,8 @@ export const DEFAULT_BASH_COMMAND = 'touch created-by-tool.txt && echo hello-fro
  * - `WRITE_FILE <path> <content…>` → tool_use Write (relative paths resolved against the CLI's cwd)
  * - `READ_FILE <path>` → tool_use Read
  * - `LONG_ANSWER [n]` → n lines (default 20) streamed as n text deltas
+ * - `MCP_TOOL <server> <tool> [json]` → text + tool_use `mcp__<server>__<tool>` with that input (default {})
+ * - `STRUCTURED <json>` → tool_use StructuredOutput with that input (what the CLI offers for a JSON schema output format)
  * - anything else → "Echo: <prompt>"
  */
 export function defaultHandler(body: MessagesBody): MockReply {
@@ -395,12 +397,30 @@ export function defaultHandler(body: MessagesBody): MockReply {
     const filePath = path.isAbsolute(read) || !cwd ? read : path.join(cwd, read)
     return toolUseReply(text('I will read a file.'), toolUse('Read', { file_path: filePath }))
   }
+  const mcp = cmd('MCP_TOOL')
+  if (mcp !== undefined) {
+    const [server = 'server', toolName = 'tool', ...json] = mcp.split(/\s+/)
+    return toolUseReply(text('I will call an MCP tool.'), toolUse(`mcp__${server}__${toolName}`, parseJsonObject(json.join(' '))))
+  }
+  const structured = cmd('STRUCTURED')
+  if (structured !== undefined) return toolUseReply(toolUse('StructuredOutput', parseJsonObject(structured)))
   const long = cmd('LONG_ANSWER')
   if (long !== undefined) {
     const n = Number.parseInt(long, 10)
     return longTextReply(Number.isFinite(n) && n > 0 ? n : 20)
   }
   return textReply(`Echo: ${prompt}`)
+}
+
+/** A JSON object from prompt text; {} when empty or not an object. */
+function parseJsonObject(textValue: string): Record<string, unknown> {
+  if (textValue.trim() === '') return {}
+  try {
+    const v: unknown = JSON.parse(textValue)
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {}
+  } catch {
+    return {}
+  }
 }
 
 // ---------------------------------------------------------------- SSE encoding

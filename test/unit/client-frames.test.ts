@@ -28,15 +28,13 @@ describe('parseClientFrame', () => {
   it('answers invalid_frame for JSON that is not a known frame', () => {
     const frames = [
       'null', '42', '"user"', '[]', '{}',
-      '{"type":"nope"}',
-      '{"type":"system","subtype":"init"}',
+      '{"type":""}', '{"type":42}',
       '{"type":"user"}',
       '{"type":"user","message":{"role":"assistant","content":"hi"}}',
       '{"type":"user","message":{"role":"user","content":[]}}',
       '{"type":"user","message":{"role":"user","content":42}}',
       '{"type":"user","message":{"role":"user","content":"hi"},"uuid":""}',
       '{"type":"control_request","request":{"subtype":"interrupt"}}',
-      '{"type":"control_request","request_id":"r1","request":{"subtype":"initialize"}}',
       '{"type":"control_request","request_id":"r1","request":{"subtype":"set_permission_mode","mode":"yolo"}}',
       '{"type":"control_response","response":{"subtype":"success"}}',
       '{"type":"control_response","response":{"subtype":"maybe","request_id":"r1"}}'
@@ -52,9 +50,34 @@ describe('parseClientFrame', () => {
     assert.deepEqual(ok(JSON.stringify(blocks)), blocks)
   })
 
-  it('drops unknown top-level fields of a user frame', () => {
-    const frame = ok('{"type":"user","message":{"role":"user","content":"hi"},"cwd":"/etc","extra_flag":"--dangerously-skip-permissions"}')
-    assert.deepEqual(frame, { type: 'user', message: { role: 'user', content: 'hi' } })
+  it('keeps unknown fields of a user frame (the SDK\'s priority, shouldQuery, isSynthetic, timestamp, …)', () => {
+    const sent = { type: 'user', message: { role: 'user', content: 'hi', extra: 1 }, priority: 'next', shouldQuery: false, isSynthetic: true, timestamp: '2026-01-01T00:00:00Z', newer_sdk_field: { a: [1] } }
+    assert.deepEqual(ok(JSON.stringify(sent)), sent)
+  })
+
+  it('passes initialize, extra fields on known subtypes, control_cancel_request and unknown types as sent', () => {
+    const init = { type: 'control_request', request_id: 'r1', request: { subtype: 'initialize', systemPrompt: ['x'], hooks: { PreToolUse: [{ matcher: 'Bash', hookCallbackIds: ['hook_0'] }] } } }
+    assert.deepEqual(ok(JSON.stringify(init)), init)
+    const model = { type: 'control_request', request_id: 'r2', request: { subtype: 'set_model', model: 'opus', newer: true }, top: 1 }
+    assert.deepEqual(ok(JSON.stringify(model)), model)
+    const cancel = { type: 'control_cancel_request', request_id: 'r2' }
+    assert.deepEqual(ok(JSON.stringify(cancel)), cancel)
+    const other = { type: 'totally_unknown', foo: 1 }
+    assert.deepEqual(ok(JSON.stringify(other)), { type: 'other_type', value: other })
+  })
+
+  it('gives the request_id of a refused control_request when it can be read', () => {
+    const bad = parseClientFrame('{"type":"control_request","request_id":"r9","request":{"subtype":"set_permission_mode","mode":"yolo"}}')
+    assert.ok(!bad.ok)
+    assert.equal(bad.requestId, 'r9')
+    const deep = parseClientFrame(`{"type":"control_request","request_id":"r10","request":{"subtype":"x","v":${'['.repeat(100)}${']'.repeat(100)}}}`)
+    assert.ok(!deep.ok)
+    assert.equal(deep.requestId, 'r10')
+    for (const text of ['{"type":"control_request","request":{"subtype":"interrupt"}}', '{"type":"control_request","request_id":42}', '{"type":"user","request_id":"r1"}']) {
+      const r = parseClientFrame(text)
+      assert.ok(!r.ok)
+      assert.equal(r.requestId, undefined, text)
+    }
   })
 
   it('passes control requests, control responses and keep_alive', () => {
@@ -88,7 +111,7 @@ describe('parseClientFrame', () => {
       }
       const line = JSON.stringify(r.frame)
       assert.ok(!line.includes('\n') && !line.includes('\r'))
-      assert.ok(['user', 'control_request', 'control_response', 'keep_alive'].includes(r.frame.type))
+      assert.ok(['user', 'control_request', 'control_response', 'control_cancel_request', 'keep_alive', 'other_type'].includes(r.frame.type))
     }), { numRuns: 500 })
   })
 })

@@ -145,8 +145,9 @@ describe('CLI environment allowlist', () => {
       AWS_SECRET_ACCESS_KEY: 's', NODE_OPTIONS: '--require x', LD_PRELOAD: 'x.so', BASH_ENV: 'x', GIT_SSH_COMMAND: 'x', PYTHONPATH: 'x',
       CLAUDE_CODE_ENTRYPOINT: 'spoofed', UNDEFINED: undefined
     }, { CLAUDE_CONFIG_DIR: '/data/claude-config/tenant-a' })
-    assert.deepEqual(Object.keys(env).sort(), ['ANTHROPIC_API_KEY', 'CLAUDE_CODE_ENTRYPOINT', 'CLAUDE_CODE_USE_BEDROCK', 'CLAUDE_CONFIG_DIR', 'HOME', 'LC_ALL', 'MCP_TIMEOUT', 'PATH'])
+    assert.deepEqual(Object.keys(env).sort(), ['ANTHROPIC_API_KEY', 'CLAUDE_CODE_ENTRYPOINT', 'CLAUDE_CODE_SDK_READS_SESSION_STATE', 'CLAUDE_CODE_USE_BEDROCK', 'CLAUDE_CONFIG_DIR', 'HOME', 'LC_ALL', 'MCP_TIMEOUT', 'PATH'])
     assert.equal(env.CLAUDE_CODE_ENTRYPOINT, 'claude-gateway')
+    assert.equal(env.CLAUDE_CODE_SDK_READS_SESSION_STATE, '1') // session_state_changed frames for SDK clients and UIs
     assert.equal(env.CLAUDE_CONFIG_DIR, '/data/claude-config/tenant-a')
   })
 })
@@ -163,7 +164,7 @@ describe('CLI environment: the documented list and CLI_ENV_ALLOW', () => {
   it('passes the listed names only: never an admin key, nor any other ANTHROPIC_*, MCP_* or CLAUDE_CODE_* variable', () => {
     const env = buildCliEnv(source)
     assert.deepEqual(Object.keys(env).sort(), [
-      'ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_DEFAULT_SONNET_MODEL', 'CLAUDE_CODE_ENTRYPOINT', 'CLAUDE_CODE_USE_VERTEX',
+      'ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_DEFAULT_SONNET_MODEL', 'CLAUDE_CODE_ENTRYPOINT', 'CLAUDE_CODE_SDK_READS_SESSION_STATE', 'CLAUDE_CODE_USE_VERTEX',
       'CLOUD_ML_REGION', 'PATH', 'VERTEX_REGION_CLAUDE_4_5_SONNET'
     ])
   })

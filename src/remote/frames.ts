@@ -1,0 +1,33 @@
+/**
+ * What the gateway sends, as a CLI host must see it: the CLI's own line
+ * without the gateway's `seq`. The gateway splices `{"seq":n,` in front of
+ * the CLI's bytes (src/session/frames.ts), so taking it off gives back the
+ * line the CLI printed, byte for byte, without re-serialising it.
+ */
+
+const SPLICED = /^\{"seq":\d+,/
+const ONLY_SEQ = /^\{"seq":\d+\}$/
+
+/** The frame without its top-level `seq`, as one line (no newline). */
+export function withoutSeq (text: string, parsed: Record<string, unknown>): string {
+  if (!Object.hasOwn(parsed, 'seq')) return text
+  const spliced = SPLICED.exec(text)
+  if (spliced !== null) return '{' + text.slice(spliced[0].length)
+  if (ONLY_SEQ.test(text)) return '{}'
+  // Not spliced (the CLI's line had its own seq and was re-serialised): the rest is JSON anyway.
+  const { seq: _seq, ...rest } = parsed
+  return JSON.stringify(rest)
+}
+
+export function isRecord (value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** `request_id` of a control_response (inside `response`) or of a control_request / cancel (top level). */
+export function requestIdOf (frame: Record<string, unknown>): string | null {
+  if (frame.type === 'control_response') {
+    const inner = isRecord(frame.response) ? frame.response.request_id : undefined
+    return typeof inner === 'string' ? inner : null
+  }
+  return typeof frame.request_id === 'string' ? frame.request_id : null
+}

@@ -1,0 +1,249 @@
+/**
+ * claude-remote as a host sees it: spawned like the CLI (bin/claude-remote,
+ * the Agent SDK's argv), NDJSON in on stdin, the CLI's own lines out on
+ * stdout. Against a real gateway with the fake CLI; what the host reads is
+ * compared byte for byte with the CLI lines in the session's history.
+ */
+import assert from 'node:assert/strict'
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { test } from 'node:test'
+import { TOKEN_A, type TestGateway, eventually, startGateway } from '../support/gateway.js'
+
+const BIN = fileURLToPath(new URL('../../bin/claude-remote', import.meta.url))
+const REFERENCE = '/work/shared/reference/claude-code-2.1.332'
+const SDK_ARGS = ['--output-format', 'stream-json', '--verbose', '--input-format', 'stream-json', '--permission-prompt-tool=stdio']
+const WAIT_MS = 20_000
+
+/** The initialize the Agent SDK wrote in a real recording (its first stdin line). */
+function sdkInitialize (): string {
+  const line = readFileSync(`${REFERENCE}/text.stdin.ndjson`, 'utf8').split('\n')[0] as string
+  assert.equal(JSON.parse(line).request.subtype, 'initialize')
+  return line
+}
+
+const userLine = (text: string): string =>
+  JSON.stringify({ type: 'user', message: { role: 'user', content: [{ type: 'text', text }] }, parent_tool_use_id: null, session_id: '' })
+
+interface Remote {
+  child: ChildProcessWithoutNullStreams
+  lines: string[]
+  stderr: () => string
+  write: (line: string) => void
+  exited: Promise<number | null>
+  waitLine: (predicate: (frame: any) => boolean) => Promise<any>
+}
+
+function spawnRemote (gw: TestGateway, args: string[] = SDK_ARGS, env: Record<string, string> = {}): Remote {
+  const child = spawn(BIN, args, {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', CLAUDE_REMOTE_URL: gw.url, CLAUDE_REMOTE_TOKEN: TOKEN_A, CLAUDE_CODE_ENTRYPOINT: 'sdk-ts', ...env },
+    stdio: ['pipe', 'pipe', 'pipe']
+  })
+  const lines: string[] = []
+  let out = ''
+  let err = ''
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    out += chunk
+    let nl
+    while ((nl = out.indexOf('\n')) >= 0) {
+      lines.push(out.slice(0, nl))
+      out = out.slice(nl + 1)
+    }
+  })
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { err += chunk })
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  return {
+    child,
+    lines,
+    stderr: () => err,
+    write: (line) => { child.stdin.write(line + '\n') },
+    exited,
+    waitLine: (predicate) => eventually(() => lines.map((l) => JSON.parse(l)).find(predicate), WAIT_MS, 'a stdout line')
+  }
+}
+
+/** CLI lines of the session's history as the CLI printed them: gateway frames out, `{"seq":n,` off. */
+async function cliLinesInHistory (gw: TestGateway, sessionId: string, gatewayInitIds = true): Promise<string[]> {
+  const res = await fetch(`${gw.url}/v1/sessions/${sessionId}/events?limit=1000`, { headers: { authorization: `Bearer ${TOKEN_A}` } })
+  const body = await res.json() as { events: Array<Record<string, unknown>> }
+  return body.events
+    .filter((e) => e.type !== 'gateway')
+    // The gateway's own initialize answer is not the host's (the CLI would not print it to this host).
+    .filter((e) => !(gatewayInitIds && e.type === 'control_response' && String((e.response as any)?.request_id).startsWith('gw_init_')))
+    .map((e) => JSON.stringify(e).replace(/^\{"seq":\d+,/, '{'))
+}
+
+async function onlySession (gw: TestGateway): Promise<any> {
+  const list = await gw.request('GET', '/v1/sessions')
+  assert.equal(list.body.sessions.length, 1)
+  return list.body.sessions[0]
+}
+
+test('a turn through claude-remote: the CLI\'s lines byte for byte, no seq, no gateway frame; EOF ends the session (exit 0)', async (t) => {
+  const gw = await startGateway()
+  t.after(() => gw.close())
+  const remote = spawnRemote(gw)
+  t.after(() => remote.child.kill('SIGKILL'))
+  const init = sdkInitialize()
+  remote.write(init)
+  remote.write(userLine('echo hello from the sdk'))
+  await remote.waitLine((f) => f.type === 'result')
+  const session = await onlySession(gw)
+  remote.child.stdin.end()
+  assert.equal(await remote.exited, 0, remote.stderr())
+
+  // The SDK's initialize reached the CLI as the CLI's own (its request_id), and its answer came back.
+  const initId = JSON.parse(init).request_id
+  assert.ok(gw.stdinLines(session.id).some((l) => l.type === 'control_request' && l.request_id === initId))
+  assert.ok(remote.lines.some((l) => JSON.parse(l).type === 'control_response' && JSON.parse(l).response.request_id === initId))
+
+  for (const line of remote.lines) {
+    const frame = JSON.parse(line)
+    assert.notEqual(frame.type, 'gateway', line)
+    assert.equal(Object.hasOwn(frame, 'seq'), false, line)
+  }
+  // Byte for byte: what the host read is what the CLI printed (history holds it with seq spliced in).
+  const history = await cliLinesInHistory(gw, session.id)
+  assert.deepEqual(remote.lines, history)
+  // EOF stopped the session (DELETE): the CLI is gone, the record says stopped.
+  const after = await gw.request('GET', `/v1/sessions/${session.id}`)
+  assert.equal(after.body.status, 'stopped')
+  assert.equal(after.body.pid, null)
+})
+
+test('flags the gateway cannot honour and unknown flags: a clear stderr line, exit 2, no session', async (t) => {
+  const gw = await startGateway()
+  t.after(() => gw.close())
+  const cases: Array<[string[], RegExp]> = [
+    [[...SDK_ARGS, '--bogus-flag'], /unknown flag --bogus-flag/],
+    [[...SDK_ARGS, '--fork-session'], /--fork-session is not supported through the gateway/],
+    [[...SDK_ARGS, '--session-id=11111111-1111-4111-8111-111111111111'], /--session-id is not supported.*--resume/],
+    [[...SDK_ARGS, '--mcp-config', '{"mcpServers":{"x":{"command":"echo"}}}'], /--mcp-config is not supported/],
+    [[...SDK_ARGS, '--setting-sources='], /--setting-sources/],
+    [['--verbose', '--input-format', 'stream-json'], /--output-format is required/]
+  ]
+  for (const [args, message] of cases) {
+    const remote = spawnRemote(gw, args)
+    remote.child.stdin.end()
+    assert.equal(await remote.exited, 2, args.join(' '))
+    assert.match(remote.stderr(), message)
+    assert.deepEqual(remote.lines, [])
+  }
+  const missing = spawnRemote(gw, SDK_ARGS, { CLAUDE_REMOTE_URL: '' })
+  assert.equal(await missing.exited, 2)
+  assert.match(missing.stderr(), /CLAUDE_REMOTE_URL is not set/)
+  assert.equal((await gw.request('GET', '/v1/sessions')).body.sessions.length, 0)
+})
+
+test('argv flags become session options (the SDK\'s --flag=value forms)', async (t) => {
+  const gw = await startGateway()
+  t.after(() => gw.close())
+  const remote = spawnRemote(gw, [...SDK_ARGS, '--model=claude-x-1', '--permission-mode=acceptEdits', '--allowedTools=Read,Bash(git log:*)', '--disallowedTools=Write', '--max-turns=3', '--include-partial-messages', '--append-system-prompt=be brief'])
+  t.after(() => remote.child.kill('SIGKILL'))
+  remote.write(userLine('echo options'))
+  await remote.waitLine((f) => f.type === 'result')
+  const session = await onlySession(gw)
+  assert.deepEqual(session.options, {
+    model: 'claude-x-1',
+    permission_mode: 'acceptEdits',
+    allowed_tools: ['Read', 'Bash(git log:*)'],
+    disallowed_tools: ['Write'],
+    max_turns: 3,
+    include_partial_messages: true,
+    append_system_prompt: 'be brief'
+  })
+  remote.child.stdin.end()
+  assert.equal(await remote.exited, 0)
+})
+
+test('a dropped connection mid-turn is resumed by seq: no line lost or repeated; a line written meanwhile arrives', async (t) => {
+  const gw = await startGateway()
+  t.after(() => gw.close())
+  const remote = spawnRemote(gw)
+  t.after(() => remote.child.kill('SIGKILL'))
+  remote.write(sdkInitialize())
+  remote.write(userLine('slow 6 150'))
+  await remote.waitLine((f) => f.type === 'assistant')
+  // Cut the connection from the server side (the client sees 1006).
+  for (const ws of gw.app.websocketServer.clients) ws.terminate()
+  remote.write(userLine('echo written while disconnected'))
+  await eventually(() => remote.lines.filter((l) => JSON.parse(l).type === 'result').length === 2, WAIT_MS, 'two results')
+  const session = await onlySession(gw)
+  remote.child.stdin.end()
+  assert.equal(await remote.exited, 0, remote.stderr())
+  assert.deepEqual(remote.lines, await cliLinesInHistory(gw, session.id))
+  const texts = gw.stdinLines(session.id).filter((l) => l.type === 'user').map((l) => l.message.content[0].text)
+  assert.deepEqual(texts, ['slow 6 150', 'echo written while disconnected'])
+})
+
+test('stdin EOF while a permission prompt waits: denied as the CLI denies it, the turn ends, exit 0', async (t) => {
+  const gw = await startGateway()
+  t.after(() => gw.close())
+  const remote = spawnRemote(gw)
+  t.after(() => remote.child.kill('SIGKILL'))
+  remote.write(sdkInitialize())
+  remote.write(userLine('ask Bash touch eof-file.txt'))
+  const prompt = await remote.waitLine((f) => f.type === 'control_request' && f.request.subtype === 'can_use_tool')
+  const session = await onlySession(gw)
+  remote.child.stdin.end()
+  assert.equal(await remote.exited, 0, remote.stderr())
+  const answer = gw.stdinLines(session.id).find((l) => l.type === 'control_response' && l.response.request_id === prompt.request_id)
+  assert.equal(answer.response.subtype, 'error')
+  assert.match(answer.response.error, /stream closed/)
+  assert.ok(remote.lines.some((l) => JSON.parse(l).type === 'result'))
+  assert.equal((await gw.request('GET', `/v1/sessions/${session.id}`)).body.status, 'stopped')
+})
+
+test('exit code 1 when the last result was an error; SIGTERM stops the session with 143', async (t) => {
+  const gw = await startGateway()
+  t.after(() => gw.close())
+  const failing = spawnRemote(gw)
+  t.after(() => failing.child.kill('SIGKILL'))
+  failing.write(userLine('api-error'))
+  const result = await failing.waitLine((f) => f.type === 'result')
+  assert.equal(result.is_error, true)
+  failing.child.stdin.end()
+  assert.equal(await failing.exited, 1)
+
+  const term = spawnRemote(gw)
+  t.after(() => term.child.kill('SIGKILL'))
+  term.write(userLine('slow 20 200'))
+  await term.waitLine((f) => f.type === 'assistant')
+  const sessions = (await gw.request('GET', '/v1/sessions')).body.sessions
+  const running = sessions.find((s: any) => s.status === 'running')
+  term.child.kill('SIGTERM')
+  assert.equal(await term.exited, 143)
+  const after = await gw.request('GET', `/v1/sessions/${running.id}`)
+  assert.notEqual(after.body.status, 'running')
+})
+
+test('--resume attaches to the gateway session; options that differ from it are refused', async (t) => {
+  const gw = await startGateway()
+  t.after(() => gw.close())
+  const first = spawnRemote(gw)
+  t.after(() => first.child.kill('SIGKILL'))
+  first.write(userLine('echo first'))
+  await first.waitLine((f) => f.type === 'result')
+  first.child.stdin.end()
+  assert.equal(await first.exited, 0)
+  const session = await onlySession(gw)
+
+  const again = spawnRemote(gw, [...SDK_ARGS, `--resume=${session.id}`])
+  t.after(() => again.child.kill('SIGKILL'))
+  again.write(userLine('echo second'))
+  const result = await again.waitLine((f) => f.type === 'result')
+  assert.equal(result.session_id, session.id)
+  again.child.stdin.end()
+  assert.equal(await again.exited, 0)
+  // Only the new turn reached this host, not the earlier one's lines.
+  assert.equal(again.lines.filter((l) => JSON.parse(l).type === 'result').length, 1)
+  assert.equal((await gw.request('GET', '/v1/sessions')).body.sessions.length, 1)
+  // The gateway restarted the stopped CLI with --resume.
+  assert.ok(gw.argvDumps(session.id).at(-1)?.argv.includes('--resume'))
+
+  const mismatch = spawnRemote(gw, [...SDK_ARGS, `--resume=${session.id}`, '--model=other-model'])
+  mismatch.child.stdin.end()
+  assert.equal(await mismatch.exited, 2)
+  assert.match(mismatch.stderr(), /created with model/)
+})
