@@ -8,13 +8,15 @@ import type { SessionOptions } from '../protocol/session-options.js'
 /** Linux's MAX_ARG_STRLEN: the most bytes one argument may have, its terminating NUL included. */
 export const MAX_ARG_STRLEN = 131_072
 
-/** Flags every CLI gets: stream-json both ways, and permission prompts over stdio. */
+/** Flags every CLI gets: stream-json both ways. */
 export const baseArgs = [
   '--output-format', 'stream-json',
   '--verbose',
-  '--input-format', 'stream-json',
-  '--permission-prompt-tool', 'stdio'
+  '--input-format', 'stream-json'
 ] as const
+
+/** Permission prompts over stdio, to the session's holder: every CLI but those created with `permission_prompt_tool: "none"`. */
+export const promptToolArgs = ['--permission-prompt-tool', 'stdio'] as const
 
 type FlagMap = { [K in keyof SessionOptions]-?: (value: NonNullable<SessionOptions[K]>) => string[] }
 
@@ -27,7 +29,11 @@ export const optionFlags: FlagMap = {
   append_system_prompt: (v) => [`--append-system-prompt=${v}`],
   max_turns: (v) => [`--max-turns=${v}`],
   include_partial_messages: (v) => v ? ['--include-partial-messages'] : [],
-  // Not flags: cwd picks the spawn folder, metadata stays with the gateway.
+  json_schema: (v) => [`--json-schema=${JSON.stringify(v)}`],
+  // Not flags: the prompt tool is placed with the base flags (buildCliArgs), the entrypoint is an
+  // environment variable, cwd picks the spawn folder, metadata stays with the gateway.
+  permission_prompt_tool: () => [],
+  entrypoint: () => [],
   cwd: () => [],
   metadata: () => []
 }
@@ -42,7 +48,8 @@ export interface CliArgsInput {
 }
 
 export function buildCliArgs (input: CliArgsInput): string[] {
-  const args: string[] = [...baseArgs, input.resume ? '--resume' : '--session-id', input.sessionId]
+  const prompts = input.options.permission_prompt_tool === 'none' ? [] : promptToolArgs
+  const args: string[] = [...baseArgs, ...prompts, input.resume ? '--resume' : '--session-id', input.sessionId]
   for (const key of Object.keys(optionFlags) as Array<keyof SessionOptions>) {
     const value = input.options[key]
     if (value === undefined || value === null) continue

@@ -17,6 +17,14 @@ export const METADATA_MAX_BYTES = 16 * 1024
 const byteLength = (text: string): number => Buffer.byteLength(text, 'utf8')
 const argBytes = `larger than ${ARG_VALUE_MAX_BYTES} bytes (UTF-8), the most one CLI argument can hold`
 
+/**
+ * Values of CLAUDE_CODE_ENTRYPOINT a session may ask for: the gateway's own,
+ * or the Agent SDK's, which claude-remote passes on so a CLI behind the
+ * gateway boots as the SDK's would (the entrypoint changes e.g. the built-in
+ * agents it lists).
+ */
+export const entrypoints = ['claude-gateway', 'sdk-ts', 'sdk-py', 'sdk-cli'] as const
+
 /** Tool names and permission rules such as `Bash(git log:*)` or `mcp__server__tool`. */
 const toolRule = z.string().min(1).max(200).regex(/^[A-Za-z0-9_.*-]+(\([^\n\r\0]*\))?$/, 'not a tool name or rule')
 
@@ -30,6 +38,12 @@ export const sessionOptions = z.strictObject({
   append_system_prompt: z.string().max(ARG_VALUE_MAX_BYTES).regex(/^[^\0]*$/, 'contains NUL').refine((v) => byteLength(v) <= ARG_VALUE_MAX_BYTES, argBytes).optional(),
   max_turns: z.number().int().min(1).max(10_000).optional(),
   include_partial_messages: z.boolean().optional(),
+  /** JSON Schema of the final result (`--json-schema`; the SDK's outputFormat). */
+  json_schema: z.record(z.string(), z.json()).refine((v) => byteLength(JSON.stringify(v)) <= ARG_VALUE_MAX_BYTES, argBytes).optional(),
+  /** `stdio` (default): permission prompts go to the session's holder; `none`: the CLI denies what needs a prompt itself, as it does for an SDK host without canUseTool. */
+  permission_prompt_tool: z.enum(['stdio', 'none']).optional(),
+  /** CLAUDE_CODE_ENTRYPOINT for the CLI (default `claude-gateway`). */
+  entrypoint: z.enum(entrypoints).optional(),
   metadata: z.json().refine((v) => byteLength(JSON.stringify(v)) <= METADATA_MAX_BYTES, `larger than ${METADATA_MAX_BYTES} bytes as JSON`).optional()
 })
 

@@ -45,11 +45,16 @@ const valueFlags: Record<string, Handler | { refuse: string }> = {
   '--resume': (v, out) => { out.resume = v },
   '--system-prompt': (v, out) => { out.initFields.systemPrompt = [v] },
   '--json-schema': (v, out) => {
+    let schema: unknown
     try {
-      out.initFields.jsonSchema = JSON.parse(v)
+      schema = JSON.parse(v)
     } catch {
       throw new UsageError('--json-schema: not JSON')
     }
+    // A session option (the CLI gets the flag at boot, as when the SDK spawns it) and an
+    // initialize field (for a host that sends no initialize of its own).
+    out.options.json_schema = schema
+    out.initFields.jsonSchema = schema
   },
   '--max-thinking-tokens': (v, out) => { out.maxThinkingTokens = integer('--max-thinking-tokens', v) },
   '--setting-sources': (v) => {
@@ -151,6 +156,8 @@ export function parseRemoteArgs (argv: readonly string[]): RemoteArgs {
     if (!seen.has(needed)) throw new UsageError(`${needed} is required: claude-remote runs only as a stream-json stdio host (--output-format stream-json --verbose --input-format stream-json)`)
   }
   if (out.resume !== null && !/^[A-Za-z0-9-]{1,100}$/.test(out.resume)) throw new UsageError('--resume: not a session id')
+  // Without the flag the CLI denies what needs a prompt itself (and lists fewer tools): so does the gateway's.
+  out.options.permission_prompt_tool = out.promptTool ? 'stdio' : 'none'
   return out
 }
 

@@ -436,7 +436,7 @@ export class RemoteBridge {
   #checkResumeOptions (session: Record<string, unknown>): void {
     const stored = isRecord(session.options) ? session.options : {}
     for (const [key, value] of Object.entries(this.#args.options)) {
-      if (JSON.stringify(stored[key]) !== JSON.stringify(value)) {
+      if (JSON.stringify(stored[key] ?? OPTION_DEFAULTS[key]) !== JSON.stringify(value)) {
         throw new ResumeMismatch(`--resume ${String(session.id)}: the session was created with ${key} ${JSON.stringify(stored[key] ?? null)}, not ${JSON.stringify(value)}; a gateway session keeps the options it was created with`)
       }
     }
@@ -444,6 +444,9 @@ export class RemoteBridge {
 }
 
 class ResumeMismatch extends Error {}
+
+/** What the gateway does when a session was created without the option. */
+const OPTION_DEFAULTS: Record<string, unknown> = { permission_prompt_tool: 'stdio' }
 
 function rawText (data: WebSocket.RawData): string {
   if (Buffer.isBuffer(data)) return data.toString('utf8')

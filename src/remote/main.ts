@@ -6,6 +6,7 @@
  */
 import { appendFileSync } from 'node:fs'
 import { StringDecoder } from 'node:string_decoder'
+import { entrypoints } from '../protocol/session-options.js'
 import { UsageError, parseRemoteArgs } from './argv.js'
 import { RemoteBridge } from './bridge.js'
 import { GatewayApi } from './gateway-api.js'
@@ -25,6 +26,10 @@ async function main (): Promise<number> {
     if (err instanceof UsageError) { warn(err.message); return 2 }
     throw err
   }
+  // The SDK tells its CLI who drives it; a new session's CLI gets the same entrypoint (it changes what
+  // the CLI boots with, e.g. its built-in agents). Not compared on --resume: a session keeps its own.
+  const entrypoint = process.env.CLAUDE_CODE_ENTRYPOINT
+  if (args.resume === null && entrypoint !== undefined && (entrypoints as readonly string[]).includes(entrypoint)) args.options.entrypoint = entrypoint
   const debugFile = args.debug.file
   const debug = (message: string): void => {
     const line = `${new Date().toISOString()} claude-remote: ${message}\n`

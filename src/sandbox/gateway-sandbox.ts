@@ -54,7 +54,8 @@ export function gatewaySandbox (config: Config, options: GatewaySandboxOptions):
 
   const tools = findTools()
   const system = systemMounts()
-  const cliDir = realCliDir(config.claudeBin)
+  const realCli = realCliPath(config.claudeBin)
+  const cliDir = realCli === null ? null : dirname(realCli)
   const egress = config.sandboxEgress ?? defaultDestinations(options.cliEnv)
   let socketDir: string | null = null
   let launcher: CliLauncher | null = null
@@ -70,7 +71,9 @@ export function gatewaySandbox (config: Config, options: GatewaySandboxOptions):
       socketDir,
       logger
     })
-    return launcher(spec, callbacks)
+    // Only the CLI's real folder is mounted: run it by its real path, or a symlink on the way
+    // (a linked node_modules, /usr/local/bin/claude → …) would not exist inside.
+    return launcher(spec.command === config.claudeBin && realCli !== null ? { ...spec, command: realCli } : spec, callbacks)
   }
 
   return {
@@ -90,14 +93,14 @@ export function gatewaySandbox (config: Config, options: GatewaySandboxOptions):
   }
 }
 
-/** The real folder of the CLI binary (a name is looked up on PATH); null when it is not found. */
-function realCliDir (bin: string): string | null {
+/** The real path of the CLI binary (a name is looked up on PATH); null when it is not found. */
+function realCliPath (bin: string): string | null {
   const candidates = bin.includes('/')
     ? [resolve(bin)]
     : (process.env.PATH ?? '').split(':').filter((d) => d !== '').map((d) => join(d, bin))
   for (const c of candidates) {
     try {
-      return dirname(realpathSync(c))
+      return realpathSync(c)
     } catch {
       // not there
     }

@@ -228,7 +228,9 @@ export class SessionManager {
     const args = buildCliArgs({ sessionId: record.id, resume, options, extra: this.#o.claudeArgsExtra })
     const configDir = this.#o.configRoot === null ? null : join(this.#o.configRoot, record.tenant)
     if (configDir !== null) mkdirSync(configDir, { recursive: true, mode: 0o700 })
-    const env = buildCliEnv(this.#o.env ?? process.env, configDir === null ? {} : { CLAUDE_CONFIG_DIR: configDir }, this.#o.cliEnvAllow)
+    const overrides: Record<string, string> = configDir === null ? {} : { CLAUDE_CONFIG_DIR: configDir }
+    if (options.entrypoint !== undefined) overrides.CLAUDE_CODE_ENTRYPOINT = options.entrypoint
+    const env = buildCliEnv(this.#o.env ?? process.env, overrides, this.#o.cliEnvAllow)
     if (sandbox !== undefined) {
       if (configDir === null) throw new GatewayError('cli_start_failed', 'the sandbox needs a tenant config dir')
       return { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id, sandbox: { ...sandbox, configDir } }

@@ -151,8 +151,14 @@ test('argv flags become session options (the SDK\'s --flag=value forms)', async 
     disallowed_tools: ['Write'],
     max_turns: 3,
     include_partial_messages: true,
-    append_system_prompt: 'be brief'
+    append_system_prompt: 'be brief',
+    permission_prompt_tool: 'stdio',
+    // the SDK's CLAUDE_CODE_ENTRYPOINT (spawnRemote sets sdk-ts), so the CLI boots as the SDK's would
+    entrypoint: 'sdk-ts'
   })
+  const spawned = gw.argvDumps(session.id).at(-1)
+  assert.equal(spawned?.env.CLAUDE_CODE_ENTRYPOINT, 'sdk-ts')
+  assert.ok(spawned?.argv.includes('--permission-prompt-tool'))
   remote.child.stdin.end()
   assert.equal(await remote.exited, 0)
 })

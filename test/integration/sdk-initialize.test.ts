@@ -126,7 +126,9 @@ describe('Agent SDK clients: other frames', () => {
     const { id, holder } = await holderOf(gw, t)
     const observer = await client(gw, t, id, 'role=observer')
     holder.sendUser('keep-alive')
+    // The keep_alive is printed before the result: a client that has the result has had it.
     await holder.waitFor(isResult)
+    await observer.waitFor(isResult)
     for (const c of [holder, observer]) {
       assert.ok(c.frames.some((f) => f.type === 'keep_alive' && f.startup_mark === 'fake-mark' && f.seq === undefined), 'relayed as printed')
     }

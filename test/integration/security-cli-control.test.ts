@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { baseArgs } from '../../src/cli/cli-args.js'
+import { baseArgs, promptToolArgs } from '../../src/cli/cli-args.js'
 import { isError, isRefusal } from '../support/frames.js'
 import { type ArgvDump, TOKEN_B, type TestGateway, eventually, startGateway } from '../support/gateway.js'
 import { fence, holderOf } from '../support/sessions.js'
@@ -194,6 +194,7 @@ describe('session options never become flags', () => {
     const dump = await dumpOf(gw, id)
     assert.deepEqual(dump.argv, [
       ...baseArgs,
+      ...promptToolArgs,
       '--session-id', id,
       '--model=--dangerously-skip-permissions',
       '--permission-mode=default',

@@ -25,34 +25,6 @@ export interface CaseOutcome {
 export interface CaseOptions {
   /** An open failure of the gateway or claude-remote: the remote variant stays `todo` with it. */
   knownRemoteFailure?: string
-  /** Compare without KNOWN_REMOTE_DIFFERENCES (a case that tracks them). */
-  strict?: boolean
-}
-
-/**
- * Open differences of the remote path that would otherwise fail every case,
- * taken out of the remote messages only (one strict case still shows them):
- * - the gateway starts the CLI with CLAUDE_CODE_ENTRYPOINT=claude-gateway, not
- *   the SDK's sdk-ts, and that entrypoint adds the built-in
- *   `claude-code-guide` agent to system/init `agents`;
- * - the remote CLI gets the SDK's jsonSchema from the holder's initialize,
- *   after boot, and appends StructuredOutput to system/init `tools` where a
- *   directly spawned CLI lists it in order (the set is the same: compared sorted).
- */
-export const KNOWN_REMOTE_DIFFERENCES = [
-  'CLAUDE_CODE_ENTRYPOINT=claude-gateway adds the claude-code-guide agent to system/init',
-  'StructuredOutput comes last in system/init tools (compared as a set)'
-]
-
-function allowKnownDifferences (messages: unknown[]): unknown[] {
-  return messages.map((m) => {
-    const r = m as { type?: string, subtype?: string, agents?: unknown, tools?: unknown }
-    if (r.type !== 'system' || r.subtype !== 'init') return m
-    const out: Record<string, unknown> = { ...r }
-    if (Array.isArray(r.agents)) out.agents = r.agents.filter((a) => a !== 'claude-code-guide')
-    if (Array.isArray(r.tools)) out.tools = [...r.tools].sort()
-    return out
-  })
 }
 
 /**
@@ -71,7 +43,6 @@ export function conformanceCase (world: SdkWorld, name: string, scenario: (mode:
     const errors = outcome.runs.map((r) => r.error === undefined ? null : String(r.error))
     return { messages: normaliseMessages(outcome.runs.flatMap((r) => r.messages), paths), errors: normaliseMessages(errors, paths), extra: outcome.extra }
   }
-  const lenient = (n: { messages: unknown[] }): unknown => ({ ...n, messages: allowKnownDifferences(n.messages) })
   test(`SDK conformance: ${name} (CLI spawned directly)`, { timeout: SDK_CASE_TIMEOUT_MS }, async () => {
     direct = normalised(await scenario('direct'))
   })
@@ -80,12 +51,9 @@ export function conformanceCase (world: SdkWorld, name: string, scenario: (mode:
     async () => {
       const outcome = await scenario(SELF_CHECK ? 'direct' : 'remote')
       assert.ok(direct !== undefined, 'the direct run of this case failed: nothing to compare with')
-      let remote = normalised(outcome) as { messages: unknown[] }
-      let expected = direct as { messages: unknown[] }
-      if (options.strict !== true) {
-        remote = lenient(remote) as { messages: unknown[] }
-        expected = lenient(expected) as { messages: unknown[] }
-      }
+      // Compared whole: system/init included (tools, agents, model, permission mode).
+      const remote = normalised(outcome) as { messages: unknown[] }
+      const expected = direct as { messages: unknown[] }
       if (DUMP_DIR !== undefined) {
         const file = join(DUMP_DIR, name.replace(/[^a-z0-9]+/gi, '-').slice(0, 60))
         writeFileSync(`${file}.direct.json`, JSON.stringify(expected, null, 2))

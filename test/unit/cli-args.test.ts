@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { describe, it } from 'node:test'
 import fc from 'fast-check'
-import { MAX_ARG_STRLEN, baseArgs, buildCliArgs } from '../../src/cli/cli-args.js'
+import { MAX_ARG_STRLEN, baseArgs, buildCliArgs, promptToolArgs } from '../../src/cli/cli-args.js'
 import { GatewayError } from '../../src/errors.js'
 import { ARG_VALUE_MAX_BYTES, type SessionOptions, sessionOptions } from '../../src/protocol/session-options.js'
 
@@ -54,7 +54,19 @@ describe('buildCliArgs', () => {
   it('gives a new session the base flags and --session-id, nothing else', () => {
     const args = buildCliArgs({ sessionId: id, resume: false, options: {}, extra: [] })
     assert.deepEqual(args, [...BASE, '--session-id', id])
-    assert.deepEqual([...baseArgs], BASE)
+    assert.deepEqual([...baseArgs, ...promptToolArgs], BASE)
+  })
+
+  it('maps json_schema to one --json-schema=<JSON> flag, permission_prompt_tool "none" to no prompt tool, and entrypoint to no flag', () => {
+    const schema = { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] }
+    const args = buildCliArgs({ sessionId: id, resume: false, options: { json_schema: schema, permission_prompt_tool: 'none', entrypoint: 'sdk-ts' }, extra: [] })
+    assert.deepEqual(args, [...baseArgs, '--session-id', id, `--json-schema=${JSON.stringify(schema)}`])
+    const stdio = buildCliArgs({ sessionId: id, resume: false, options: { permission_prompt_tool: 'stdio' }, extra: [] })
+    assert.deepEqual(stdio, [...BASE, '--session-id', id])
+    assert.equal(sessionOptions.safeParse({ entrypoint: 'evil' }).success, false)
+    assert.equal(sessionOptions.safeParse({ permission_prompt_tool: 'mcp__x__y' }).success, false)
+    assert.equal(sessionOptions.safeParse({ json_schema: 'not an object' }).success, false)
+    assert.equal(sessionOptions.safeParse({ json_schema: { big: 'x'.repeat(ARG_VALUE_MAX_BYTES) } }).success, false)
   })
 
   it('uses --resume instead of --session-id once the conversation is stored', () => {

@@ -14,12 +14,14 @@ test('the SDK\'s argv maps to session options, initialize fields and a thinking-
   const args = parseRemoteArgs([...BASE, '--max-thinking-tokens=100', '--max-turns=3', '--model=claude-x', '--permission-prompt-tool=stdio',
     '--allowedTools=Read,Bash(git log:*)', '--disallowedTools=Bash', '--permission-mode=acceptEdits', '--include-partial-messages',
     '--json-schema={"type":"object"}', '--setting-sources=user,project,local', '--system-prompt', 'You are terse'])
-  assert.deepEqual(args.options, { max_turns: 3, model: 'claude-x', allowed_tools: ['Read', 'Bash(git log:*)'], disallowed_tools: ['Bash'], permission_mode: 'acceptEdits', include_partial_messages: true })
+  assert.deepEqual(args.options, { max_turns: 3, model: 'claude-x', allowed_tools: ['Read', 'Bash(git log:*)'], disallowed_tools: ['Bash'], permission_mode: 'acceptEdits', include_partial_messages: true, json_schema: { type: 'object' }, permission_prompt_tool: 'stdio' })
   assert.deepEqual(args.initFields, { jsonSchema: { type: 'object' }, systemPrompt: ['You are terse'] })
   assert.equal(args.maxThinkingTokens, 100)
   assert.equal(args.promptTool, true)
   assert.equal(parseRemoteArgs([...BASE, '--resume=abc-123']).resume, 'abc-123')
   assert.equal(parseRemoteArgs([...BASE, '--permission-prompt-tool', 'stdio']).promptTool, true)
+  // Without the flag (an SDK host without canUseTool) the gateway's CLI gets none either, and denies what needs a prompt.
+  assert.equal(parseRemoteArgs(BASE).options.permission_prompt_tool, 'none')
 })
 
 test('flags without a gateway mapping, and unknown ones, are refused by name', () => {
