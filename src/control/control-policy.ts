@@ -62,6 +62,23 @@ export class ControlPolicy {
     }
   }
 
+  /**
+   * A client frame of a type the gateway does not know, forwarded as sent
+   * (the CLI ignores unknown types today). Its mode fields, top-level and in a
+   * `request` object, still get the bypass gate: a future CLI may act on a new
+   * type, and a near-miss of `control_request` must not carry bypass through.
+   */
+  checkOtherFrame (frame: Record<string, unknown> & { type: string }): Refusal | null {
+    const request = isRecord(frame.request) ? frame.request : {}
+    for (const [where, holder] of [['', frame], ['request.', request]] as const) {
+      for (const field of MODE_FIELDS) {
+        const refusal = checkMode(holder[field], `${frame.type} ${where}${field}`, this.#grant)
+        if (refusal !== null) return refusal
+      }
+    }
+    return null
+  }
+
   /** A client's `control_request.request`, before it is written to the CLI. */
   checkClientRequest (request: Record<string, unknown>, scope: PolicyScope): Refusal | null {
     const subtype = String(request.subtype)

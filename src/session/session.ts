@@ -1,71 +1,42 @@
 /**
- * One session: its CLI process, its event log and the clients attached to it.
+ * One session: the coordinator of its CLI process, its event log, the
+ * clients attached to it and its control plane.
  *
  * Everything the CLI prints (but keep_alives) is given the next seq, stored,
  * and then relayed to every client. At most one client holds the session:
  * only it may write to the CLI, and it alone receives CLI control requests
  * in full (others get a `request_pending` notice with the same seq).
- * Pending requests belong to the session, not to a connection.
+ * Everything about control requests either way (pending, answers, policy,
+ * timeouts, the CLI's initialize) is decided by the ControlPlane
+ * (src/control/), whose effects are carried out here.
  *
  * No fastify or ws here: clients are `ClientPort`s, the CLI a `CliHandle`.
  */
-import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
-import type { CliExit, CliHandle, CliLauncher, CliSpawnSpec } from '../cli/cli-handle.js'
-import { type ErrorCode, GatewayError, errorTable } from '../errors.js'
-import { controlErrorFrame } from '../control/control-error.js'
-import type { ControlPolicy, PolicyScope } from '../control/control-policy.js'
-import { type PendingRequest, PermissionBroker, completePermissionAnswer, timeoutDenial } from '../permission/broker.js'
-import { type ClientFrame, type ControlRequestFrame, type OtherTypeFrame, permissionAnswer } from '../protocol/client-frames.js'
-import type { EventStore, ExitInfo, SessionRecord, SessionStatus } from '../store/store.js'
-import { EventLog, type LogEvent } from './event-log.js'
-import { readHistoryPage } from './history-page.js'
+import type { CliExit, CliHandle, CliSpawnSpec } from '../cli/cli-handle.js'
+import { type ErrorCode, type GatewayError, errorTable } from '../errors.js'
+import type { AnswerInput, AnswerResult, ControlEffect } from '../control/control-effects.js'
+import { ControlPlane } from '../control/control-plane.js'
+import type { PendingRequest } from '../control/pending-requests.js'
+import { RecentIds } from '../control/recent-ids.js'
+import type { ClientFrame, ControlRequestFrame } from '../protocol/client-frames.js'
+import type { SessionRecord, SessionStatus } from '../store/store.js'
+import { EventLog } from './event-log.js'
 import { Audience, type ClientPort, type Role } from './audience.js'
+import { exitInfo, spawnFailure } from './exit-info.js'
+import { IdleTimer } from './idle-timer.js'
+import { replay, resumePoint } from './replay.js'
+import type { SessionDeps as BaseDeps } from './session-deps.js'
 import { sessionView } from './session-view.js'
 import { errorFrame, gatewayFrame, isRecord, pendingNotice, withSeq } from './frames.js'
 
 export type { ClientPort, Role } from './audience.js'
+export type { AnswerInput, AnswerResult } from '../control/control-effects.js'
+export type { SessionLimits } from './session-deps.js'
 
-export interface SessionLimits {
-  permissionTimeoutMs: number
-  controlRequestTimeoutMs: number
-  clientRequestTimeoutMs: number
-  idleTimeoutMs: number
-  storeQueueMax: number
-  allowBypassPermissions: boolean
-  /** How long a new CLI's initialize waits for the holder's own (INITIALIZE_HOLD_MS). */
-  initializeHoldMs: number
-}
-
-export interface SessionDeps {
-  store: EventStore
-  launch: CliLauncher
-  /** Builds how to spawn this session's CLI; `resume` picks --resume over --session-id. */
-  spawnSpec: (resume: boolean) => CliSpawnSpec
-  /** Refuses a (re)start, e.g. when MAX_SESSIONS CLIs run already. */
-  admit: () => GatewayError | null
-  /** Told whenever the session's status changes. */
-  onStatus: (session: Session) => void
-  limits: SessionLimits
-  logger: Logger
-  /** What clients may ask of the CLI (control requests, permission answers). */
-  policy: ControlPolicy
-  /** The tenant's workspace roots and this session's folder, for directories in grants. */
-  policyScope: () => PolicyScope
-}
-
-export interface AnswerInput {
-  subtype: 'success' | 'error'
-  response?: Record<string, unknown> | undefined
-  error?: string | undefined
-}
-
-export type AnswerResult = { ok: true, decision: string } | { ok: false, code: ErrorCode, message?: string }
+export type SessionDeps = BaseDeps<Session>
 
 const UUID_MEMORY = 1000
-const REPLAY_PAGE = 1000
-/** Replay reads at most about this much at once (CLI lines may be MiBs each). */
-const REPLAY_PAGE_BYTES = 4 * 1024 * 1024
 
 export class Session {
   readonly id: string
@@ -73,17 +44,13 @@ export class Session {
   readonly #log: Logger
   readonly #record: SessionRecord
   readonly #events: EventLog
-  readonly #broker: PermissionBroker
+  readonly #control: ControlPlane<ClientPort>
   readonly #audience = new Audience()
-  readonly #clientRequests = new Map<string, { port: ClientPort, timer: NodeJS.Timeout }>()
-  readonly #seenUuids = new Set<string>()
+  readonly #seenUuids = new RecentIds(UUID_MEMORY)
   #cli: CliHandle | null = null
   #stopping = false
   #turnsPending = 0
-  #idleTimer: NodeJS.Timeout | null = null
-  /** False from spawn until this CLI was given its one initialize (the holder's, or the gateway's). */
-  #initialized = true
-  #initHold: NodeJS.Timeout | null = null
+  readonly #idle: IdleTimer
   #recordWrite: Promise<void> = Promise.resolve()
 
   constructor (record: SessionRecord, deps: SessionDeps) {
@@ -91,6 +58,7 @@ export class Session {
     this.#record = record
     this.#deps = deps
     this.#log = deps.logger.child({ session: record.id })
+    this.#idle = new IdleTimer(deps.limits.idleTimeoutMs, () => { void this.stop('idle') })
     this.#events = new EventLog({
       sessionId: record.id,
       store: deps.store,
@@ -105,10 +73,15 @@ export class Session {
       },
       onOverflow: (dropped) => this.#audience.sendAll(errorFrame('store_overflow', errorTable.store_overflow.message, { dropped }))
     })
-    this.#broker = new PermissionBroker({
-      permissionTimeoutMs: deps.limits.permissionTimeoutMs,
-      controlTimeoutMs: deps.limits.controlRequestTimeoutMs,
-      onTimeout: (pending) => this.#timedOut(pending)
+    this.#control = new ControlPlane<ClientPort>({
+      ...deps.limits,
+      policy: deps.policy,
+      policyScope: deps.policyScope,
+      initialize: record.initialize,
+      cliState: () => this.#cli === null ? 'stopped' : this.#stopping ? 'stopping' : 'running',
+      startCli: (opening) => this.start(opening),
+      effects: (effect) => this.#apply(effect),
+      logger: this.#log
     })
   }
 
@@ -117,7 +90,7 @@ export class Session {
   get running (): boolean { return this.#cli !== null }
   get degraded (): boolean { return this.#events.degraded }
   get clientCount (): number { return this.#audience.size }
-  get pendingRequests (): PendingRequest[] { return this.#broker.list() }
+  get pendingRequests (): PendingRequest[] { return this.#control.list() }
   get events (): EventLog { return this.#events }
 
   /** What REST callers see. */
@@ -128,16 +101,12 @@ export class Session {
       holder: this.#audience.holder?.port.id ?? null,
       pid: this.#cli?.pid ?? null,
       turn_running: this.#turnsPending > 0,
-      pending_requests: this.#broker.size,
+      pending_requests: this.#control.pendingCount,
       store: this.#events.degraded ? 'degraded' : 'ok'
     })
   }
 
-  /**
-   * Starts the CLI (`--resume` once the conversation is stored). Its initialize
-   * is `opening` (the holder's, which started it), else the holder's stored
-   * one, else held back up to INITIALIZE_HOLD_MS for the holder's first frame.
-   */
+  /** Starts the CLI (`--resume` once the conversation is stored); `opening` is the holder's initialize that starts it. */
   start (opening?: ControlRequestFrame): GatewayError | null {
     if (this.#cli !== null) return null
     const refused = this.#deps.admit()
@@ -158,47 +127,14 @@ export class Session {
     }
     this.#cli = cli
     this.#setStatus('starting')
-    this.#initialized = false
-    const stored = this.#storedInitialize()
-    if (opening !== undefined) this.#initialize(opening)
-    else if (stored !== null) this.#initialize({ type: 'control_request', request_id: gatewayInitId(), request: stored })
-    else if (this.#deps.limits.initializeHoldMs <= 0) this.#ensureInitialized()
-    else {
-      // The CLI prints nothing before its initialize: the wait is bounded so `running` still comes.
-      this.#initHold = setTimeout(() => this.#ensureInitialized(), this.#deps.limits.initializeHoldMs)
-      this.#initHold.unref()
-    }
+    this.#control.cliStarted(opening)
     this.#armIdle()
     return null
   }
 
-  /** The holder's initialize kept with the session, if the policy still lets it through. */
-  #storedInitialize (): Record<string, unknown> | null {
-    const stored = this.#record.initialize
-    if (stored === undefined) return null
-    const refused = this.#deps.policy.checkClientRequest(stored, this.#deps.policyScope())
-    if (refused === null) return stored
-    this.#log.warn({ code: refused.code }, 'stored initialize refused by the control policy; the CLI gets the gateway\'s')
-    return null
-  }
-
-  /** Writes this CLI's one initialize. */
-  #initialize (frame: Record<string, unknown>): void {
-    if (this.#initHold !== null) clearTimeout(this.#initHold)
-    this.#initHold = null
-    this.#initialized = true
-    this.#writeCli(frame)
-  }
-
-  /** Before anything else reaches a CLI that has no initialize yet: the gateway's own. */
-  #ensureInitialized (): void {
-    if (this.#initialized || this.#cli === null) return
-    this.#initialize({ type: 'control_request', request_id: gatewayInitId(), request: { subtype: 'initialize' } })
-  }
-
   /** Ends the CLI: stdin closed, SIGTERM, SIGKILL. History and record stay. */
   async stop (why: string): Promise<void> {
-    this.#disarmIdle()
+    this.#idle.disarm()
     const cli = this.#cli
     if (cli === null) return
     this.#log.info({ why }, 'stopping session')
@@ -224,21 +160,9 @@ export class Session {
    */
   async attach (port: ClientPort, options: { role: Role, after?: number | undefined, onHello?: () => void }): Promise<void> {
     const att = this.#audience.add(port, options.role)
-    this.#disarmIdle()
+    this.#idle.disarm()
     const upTo = this.#events.committedSeq
-    let from = upTo
-    let resume: 'none' | 'ok' | 'gap' = 'none'
-    let oldest: number | null = null
-    if (options.after !== undefined) {
-      from = Math.min(options.after, upTo)
-      const first = await this.#events.firstSeq()
-      oldest = first ?? null
-      // Nothing readable although seqs after `from` were committed (e.g. Redis restarted empty): a gap too.
-      // Unknown (store down, nothing held): try the replay, which reports where it stopped.
-      const missing = first === null ? from < upTo : first !== undefined && first > from + 1
-      resume = missing ? 'gap' : 'ok'
-      if (missing) from = first === null ? upTo : (first as number) - 1
-    }
+    const { from, resume, oldest } = await resumePoint(this.#events, options.after, upTo)
     if (!this.#audience.has(port)) return
     if (options.role === 'controller') this.#audience.hold(att)
     const holder = this.#audience.holder
@@ -252,44 +176,13 @@ export class Session {
       resume,
       oldest_seq: oldest,
       store: this.#events.degraded ? 'degraded' : 'ok',
-      pending_requests: this.#broker.list().map((p) => p.requestId)
+      pending_requests: this.#control.list().map((p) => p.requestId)
     }))
     att.greeted = true
     if (options.role === 'controller') this.#audience.announceHolder(att)
     options.onHello?.()
-
-    let cursor = from
-    // Replayed up to here while another client held the session: control requests went out as notices.
-    let noticedUpTo = from
-    while (cursor < upTo) {
-      let page
-      try {
-        page = (await readHistoryPage(this.#events, cursor, REPLAY_PAGE, REPLAY_PAGE_BYTES, upTo)).events
-      } catch (err) {
-        this.#log.warn({ err }, 'replay read failed')
-        port.send(errorFrame('store_unavailable', `Replay stopped at seq ${cursor}: the event store did not answer`))
-        break
-      }
-      if (page.length === 0 || !this.#audience.has(port)) break
-      for (const event of page) {
-        port.send(this.#audience.render(event, att))
-        const wait = port.writable?.() ?? null
-        if (wait !== null) await wait
-      }
-      cursor = (page[page.length - 1] as LogEvent).seq
-      if (this.#audience.holder !== att) noticedUpTo = cursor
-    }
-    // Live frames held during the replay go out the same way; more may be held while it waits.
-    const backlog = att.backlog ?? []
-    for (let i = 0; i < backlog.length && this.#audience.has(port); i++) {
-      const event = backlog[i] as LogEvent
-      if (event.seq <= cursor) continue
-      port.send(this.#audience.render(event, att))
-      const wait = port.writable?.() ?? null
-      if (wait !== null) await wait
-    }
-    att.backlog = null
-    if (this.#audience.holder === att) this.#redeliver(att.port, noticedUpTo)
+    const noticedUpTo = await replay(att, from, upTo, { events: this.#events, audience: this.#audience, log: this.#log })
+    if (this.#audience.holder === att) this.#control.holderChanged(att.port, noticedUpTo)
   }
 
   detach (port: ClientPort): void {
@@ -298,7 +191,7 @@ export class Session {
       this.#audience.announceHolder()
       // Only what it was sent as notices: later frames reach it live as the holder's. A client
       // still being replayed to gets its pending requests when its attach ends.
-      if (next !== null && next.backlog === null) this.#redeliver(next.port, this.#events.committedSeq)
+      if (next !== null && next.backlog === null) this.#control.holderChanged(next.port, this.#events.committedSeq)
     }
     this.#armIdle()
   }
@@ -310,7 +203,7 @@ export class Session {
    */
   handleFrame (port: ClientPort, frame: ClientFrame): void {
     if (frame.type === 'keep_alive') return
-    if (frame.type === 'control_request') { this.#clientRequest(port, frame); return }
+    if (frame.type === 'control_request') { this.#control.clientRequest(port, frame, this.#audience.isHolder(port)); return }
     const fail = (code: ErrorCode, message?: string, extra: Record<string, unknown> = {}): void =>
       port.send(errorFrame(code, message ?? errorTable[code].message, extra))
     if (!this.#audience.isHolder(port)) {
@@ -319,20 +212,16 @@ export class Session {
       return
     }
     if (frame.type === 'other_type' || frame.type === 'control_cancel_request') {
-      const refused = frame.type === 'other_type' ? this.#otherTypeRefusal(frame) : null
+      const refused = frame.type === 'other_type' ? this.#control.checkOtherType(frame.value) : null
       if (refused !== null) { fail(refused.code, refused.message); return }
       // The CLI decides what they mean (it ignores types it does not know): as sent, once it runs.
       if (this.#cli === null || this.#stopping) return
-      this.#ensureInitialized()
-      this.#writeCli(frame.type === 'other_type' ? frame.value : frame)
+      this.#control.toCli(frame.type === 'other_type' ? frame.value : frame)
       return
     }
     if (frame.type === 'user') {
-      if (frame.uuid !== undefined) {
-        if (this.#seenUuids.has(frame.uuid)) return
-        this.#seenUuids.add(frame.uuid)
-        if (this.#seenUuids.size > UUID_MEMORY) this.#seenUuids.delete(this.#seenUuids.values().next().value as string)
-      }
+      // A message resent after a reconnect (same uuid) reaches the CLI once.
+      if (frame.uuid !== undefined && this.#seenUuids.seen(frame.uuid)) return
       if (this.#cli === null) {
         const refused = this.start()
         if (refused !== null) { fail(refused.code, refused.message); return }
@@ -340,90 +229,21 @@ export class Session {
         fail('session_not_running', 'The session is stopping; send again once it has stopped')
         return
       }
-      this.#disarmIdle()
+      this.#idle.disarm()
       this.#turnsPending++
-      this.#ensureInitialized()
-      this.#writeCli({ ...frame, session_id: this.id, parent_tool_use_id: frame.parent_tool_use_id ?? null })
+      this.#control.toCli({ ...frame, session_id: this.id, parent_tool_use_id: frame.parent_tool_use_id ?? null })
       return
     }
     const result = this.answer(frame.response.request_id, frame.response, port.id)
     if (!result.ok) fail(result.code, result.message, { request_id: frame.response.request_id })
   }
 
-  /**
-   * A client's own control request. Every refusal is the answer an SDK waits
-   * for: a control_response error with the request's id (and the code).
-   */
-  #clientRequest (port: ClientPort, frame: ControlRequestFrame): void {
-    const id = frame.request_id
-    const refuse = (code: ErrorCode, message?: string): void => port.send(controlErrorFrame(id, code, message ?? errorTable[code].message))
-    if (!this.#audience.isHolder(port)) { refuse('not_holder'); return }
-    const initialize = frame.request.subtype === 'initialize'
-    // An initialize may start a stopped CLI (an SDK attaching with --resume starts with it).
-    if (this.#stopping || (this.#cli === null && !initialize)) { refuse('session_not_running'); return }
-    // CLIENT_CONTROL_ALLOW, stdio MCP servers, mode fields naming bypassPermissions, what initialize may carry.
-    const refused = this.#deps.policy.checkClientRequest(frame.request, this.#deps.policyScope())
-    if (refused !== null) { refuse(refused.code, refused.message); return }
-    if (this.#clientRequests.has(id) || this.#broker.get(id) !== undefined) { refuse('duplicate_request_id'); return }
-    if (initialize) {
-      // Kept with the session: a restarted or resumed CLI gets it again.
-      this.#record.initialize = frame.request
-      this.#persist()
-    }
-    if (this.#cli === null) {
-      const failed = this.start(frame)
-      if (failed !== null) { refuse(failed.code, failed.message); return }
-    } else if (initialize && !this.#initialized) {
-      this.#initialize(frame)
-    } else {
-      this.#ensureInitialized()
-      this.#writeCli(frame)
-    }
-    const timer = setTimeout(() => {
-      this.#clientRequests.delete(id)
-      refuse('request_timeout')
-    }, this.#deps.limits.clientRequestTimeoutMs)
-    timer.unref()
-    this.#clientRequests.set(id, { port, timer })
-  }
-
-  /** Unknown frame types pass, but for one that would set the CLI's environment (unless the policy lets it). */
-  #otherTypeRefusal (frame: OtherTypeFrame): { code: ErrorCode, message: string } | null {
-    if (frame.value.type !== 'update_environment_variables') return null
-    return this.#deps.policy.checkClientRequest({ subtype: frame.value.type }, this.#deps.policyScope())
-  }
-
   /** Answers a pending CLI control request (WebSocket holder or HTTP). First valid answer wins. */
   answer (requestId: string, input: AnswerInput, by: string): AnswerResult {
-    const pending = this.#broker.get(requestId)
-    if (pending === undefined) return { ok: false, code: this.#broker.wasResolved(requestId) ? 'already_resolved' : 'unknown_request' }
-    // What the answer grants (updatedPermissions); a refusal leaves the request pending for a better answer.
-    if (input.subtype === 'success') {
-      const refused = this.#deps.policy.checkAnswer(pending.subtype, input.response, this.#deps.policyScope())
-      if (refused !== null) return { ok: false, code: refused.code, message: refused.message }
-    }
-    let response: Record<string, unknown>
-    let decision: string
-    // The answer as the holder sent it (hook outputs, MCP JSON-RPC payloads, fields of newer SDKs), completed where the CLI needs it.
-    if (input.subtype === 'error') {
-      response = { ...input, subtype: 'error', request_id: requestId, error: input.error ?? 'error' }
-      decision = pending.subtype === 'can_use_tool' ? 'denied' : 'answered'
-    } else if (pending.subtype === 'can_use_tool') {
-      const parsed = permissionAnswer.safeParse(input.response)
-      if (!parsed.success) return { ok: false, code: 'invalid_frame', message: 'A can_use_tool answer needs response.behavior "allow" or "deny"' }
-      response = { ...input, subtype: 'success', request_id: requestId, response: completePermissionAnswer(parsed.data, pending.request) }
-      decision = parsed.data.behavior === 'allow' ? 'allowed' : 'denied'
-    } else {
-      response = { ...input, subtype: 'success', request_id: requestId, response: input.response ?? {} }
-      decision = 'answered'
-    }
-    this.#broker.take(requestId)
-    this.#writeCli({ type: 'control_response', response })
-    this.#recordResolved(pending, decision, by)
-    return { ok: true, decision }
+    return this.#control.answer(requestId, input, by)
   }
 
-  // ---- CLI output ----
+  // ---- CLI ----
 
   #onLine (line: string): void {
     let parsed: unknown
@@ -444,24 +264,19 @@ export class Session {
         const request = isRecord(msg.request) ? msg.request : {}
         let frame = ''
         const seq = this.#events.push((s) => (frame = withSeq(line, msg, s)), (s) => pendingNotice(s, requestId, request))
-        this.#broker.add({ requestId, subtype: String(request.subtype), request, seq, frame, createdAt: Date.now() })
-        this.#disarmIdle()
+        this.#control.cliRequest(requestId, request, seq, frame)
+        this.#idle.disarm()
         return
       }
-      case 'control_cancel_request': {
+      case 'control_cancel_request':
         this.#events.push((s) => withSeq(line, msg, s))
-        const pending = this.#broker.take(String(msg.request_id))
-        if (pending !== undefined) this.#recordResolved(pending, 'cancelled', null)
+        this.#control.cliCancel(String(msg.request_id))
         this.#armIdle()
         return
-      }
-      case 'control_response': {
+      case 'control_response':
         this.#events.push((s) => withSeq(line, msg, s))
-        const id = isRecord(msg.response) ? String(msg.response.request_id) : ''
-        const waiting = this.#clientRequests.get(id)
-        if (waiting !== undefined) { clearTimeout(waiting.timer); this.#clientRequests.delete(id) }
+        this.#control.cliResponse(isRecord(msg.response) ? String(msg.response.request_id) : '')
         return
-      }
       case 'system':
         if (msg.subtype === 'init' && !this.#record.resumable) {
           this.#record.resumable = true
@@ -488,67 +303,42 @@ export class Session {
    * staying "starting" with no CLI behind it.
    */
   #startFailed (err: unknown): GatewayError {
-    const message = err instanceof Error ? err.message : String(err)
     this.#log.error({ err }, 'CLI could not be started')
-    const info: ExitInfo = { code: null, signal: null, stderr_tail: [], reason: 'spawn_failed', at: new Date().toISOString(), error: message }
+    const { info, error } = spawnFailure(err)
     this.#record.exit = info
     this.#setStatus('exited', { exit: info })
-    if (err instanceof GatewayError) return err
-    const code = (err as { code?: unknown }).code
-    return new GatewayError('cli_start_failed', typeof code === 'string' ? `The CLI could not be started (${code})` : undefined)
+    return error
   }
 
   #onExit (exit: CliExit): void {
     this.#cli = null
-    this.#disarmIdle()
-    if (this.#initHold !== null) clearTimeout(this.#initHold)
-    this.#initHold = null
+    this.#idle.disarm()
     const stopped = this.#stopping
     this.#stopping = false
     this.#turnsPending = 0
-    for (const pending of this.#broker.takeAll()) this.#recordResolved(pending, 'cancelled', null)
-    for (const [id, waiting] of this.#clientRequests) {
-      clearTimeout(waiting.timer)
-      waiting.port.send(controlErrorFrame(id, 'session_not_running', 'The CLI exited before answering'))
-    }
-    this.#clientRequests.clear()
-    const info: ExitInfo = {
-      code: exit.code,
-      signal: exit.signal,
-      stderr_tail: exit.stderrTail,
-      reason: exit.spawnError !== undefined ? 'spawn_failed' : stopped ? 'stopped' : 'exited',
-      at: new Date().toISOString(),
-      ...(exit.spawnError === undefined ? {} : { error: exit.spawnError })
-    }
+    this.#control.cliExited()
+    const info = exitInfo(exit, stopped)
     this.#record.exit = info
     this.#setStatus(stopped ? 'stopped' : 'exited', { exit: info })
   }
 
-  // ---- permissions ----
-
-  #timedOut (pending: PendingRequest): void {
-    const response = pending.subtype === 'can_use_tool'
-      ? { subtype: 'success', request_id: pending.requestId, response: timeoutDenial(pending.request, this.#deps.limits.permissionTimeoutMs) }
-      : { subtype: 'error', request_id: pending.requestId, error: `No client answered within ${this.#deps.limits.controlRequestTimeoutMs} ms` }
-    this.#writeCli({ type: 'control_response', response })
-    this.#recordResolved(pending, 'timed_out', null)
-  }
-
-  #recordResolved (pending: PendingRequest, decision: string, by: string | null): void {
-    const subtype = pending.subtype === 'can_use_tool' ? 'permission_resolved' : 'request_resolved'
-    this.#events.push((s) => gatewayFrame(subtype, {
-      request_id: pending.requestId,
-      request_subtype: pending.subtype,
-      decision,
-      by
-    }, s))
-    this.#armIdle()
-  }
-
-  /** Sends a new holder the pending requests it has not been given in full. */
-  #redeliver (port: ClientPort, seenUpTo: number): void {
-    for (const pending of this.#broker.list()) {
-      if (pending.seq <= seenUpTo) port.send(pending.frame)
+  /** Carries out what the control plane decided, in the order it decided it. */
+  #apply (effect: ControlEffect<ClientPort>): void {
+    switch (effect.kind) {
+      case 'write_cli':
+        this.#writeCli(effect.message)
+        return
+      case 'send':
+        effect.to.send(effect.frame)
+        return
+      case 'record':
+        this.#events.push((s) => gatewayFrame(effect.subtype, effect.fields, s))
+        this.#armIdle()
+        return
+      case 'keep_initialize':
+        // Kept with the session: a restarted or resumed CLI gets it again.
+        this.#record.initialize = effect.request
+        this.#persist()
     }
   }
 
@@ -578,23 +368,7 @@ export class Session {
   }
 
   #armIdle (): void {
-    const ms = this.#deps.limits.idleTimeoutMs
-    if (ms <= 0 || this.#idleTimer !== null || this.#cli === null || this.#stopping) return
-    if (this.#audience.size > 0 || this.#turnsPending > 0 || this.#broker.size > 0) return
-    this.#idleTimer = setTimeout(() => {
-      this.#idleTimer = null
-      void this.stop('idle')
-    }, ms)
-    this.#idleTimer.unref()
+    const busy = this.#cli === null || this.#stopping || this.#audience.size > 0 || this.#turnsPending > 0 || this.#control.pendingCount > 0
+    this.#idle.arm(busy)
   }
-
-  #disarmIdle (): void {
-    if (this.#idleTimer !== null) clearTimeout(this.#idleTimer)
-    this.#idleTimer = null
-  }
-}
-
-/** Request ids of the gateway's own initialize requests (their answers are recorded like any other). */
-function gatewayInitId (): string {
-  return `gw_init_${randomUUID()}`
 }

@@ -99,6 +99,14 @@ describe('client control requests', () => {
     assert.equal(ask(p, { subtype: 'rename_session', title: 'notes on bypassPermissions' }), null)
     assert.equal(ask(policy({ ALLOW_BYPASS_PERMISSIONS: 'true' }), { subtype: 'set_permission_mode', mode: 'bypassPermissions' }), null)
   })
+
+  it('gives frames of unknown types (forwarded as sent) the bypass gate on their mode fields, top-level and in request', () => {
+    const near = { type: 'contol_request', request_id: 'x', request: { subtype: 'set_permission_mode', mode: 'bypassPermissions' } }
+    assert.equal(p.checkOtherFrame(near)?.code, 'bypass_not_allowed')
+    assert.equal(p.checkOtherFrame({ type: 'future_frame', permission_mode: 'bypassPermissions' })?.code, 'bypass_not_allowed')
+    assert.equal(p.checkOtherFrame({ type: 'future_frame', note: 'bypassPermissions in text', request: { mode: 'plan' } }), null)
+    assert.equal(policy({ ALLOW_BYPASS_PERMISSIONS: 'true' }).checkOtherFrame(near), null)
+  })
 })
 
 describe('permission answers (updatedPermissions)', () => {

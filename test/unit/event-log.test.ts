@@ -1,0 +1,152 @@
+// The event log (src/session/event-log.ts) in-process, over the memory store
+// with a switch and a gate on appends: seqs, store-before-relay, one append in
+// flight, degraded mode (relay goes on, frames held and written back in
+// order), and the bound on held frames.
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import pino from 'pino'
+import { EventLog, type LogEvent } from '../../src/session/event-log.js'
+import { MemoryStore } from '../../src/store/memory.js'
+import type { StoredEvent } from '../../src/store/store.js'
+
+const RETENTION = { maxEventsPerSession: 100_000, ttlSecondsAfterEnd: 0 }
+
+/** A MemoryStore whose appends can fail, or wait until the test opens the gate. */
+class GatedStore extends MemoryStore {
+  appends: number[][] = []
+  failing = false
+  #gate: Promise<void> | null = null
+  #open = (): void => {}
+
+  hold (): void { this.#gate = new Promise((resolve) => { this.#open = resolve }) }
+  release (): void { this.#gate = null; this.#open() }
+
+  override async append (sessionId: string, events: StoredEvent[]): Promise<void> {
+    this.appends.push(events.map((e) => e.seq))
+    if (this.#gate !== null) await this.#gate
+    if (this.failing) throw new Error('store down')
+    return super.append(sessionId, events)
+  }
+}
+
+interface Probe {
+  log: EventLog
+  store: GatedStore
+  committed: LogEvent[]
+  degraded: boolean[]
+  overflow: number[]
+  /** Resolves once `check` holds after a commit or a state change. */
+  until: (check: () => boolean) => Promise<void>
+}
+
+function probe (options: { lastSeq?: number, maxUnsaved?: number, store?: GatedStore } = {}): Probe {
+  const store = options.store ?? new GatedStore({ retention: RETENTION })
+  const waiters: Array<{ check: () => boolean, done: () => void }> = []
+  const poke = (): void => {
+    for (const w of [...waiters]) if (w.check()) { waiters.splice(waiters.indexOf(w), 1); w.done() }
+  }
+  const p: Probe = {
+    store,
+    committed: [],
+    degraded: [],
+    overflow: [],
+    log: new EventLog({
+      sessionId: 's1',
+      store,
+      lastSeq: options.lastSeq ?? 0,
+      maxUnsaved: options.maxUnsaved ?? 1000,
+      logger: pino({ level: 'silent' }),
+      onCommit: (events) => { p.committed.push(...events); poke() },
+      onDegraded: (d) => { p.degraded.push(d); poke() },
+      onOverflow: (n) => { p.overflow.push(n); poke() }
+    }),
+    // The log's retry timer is unref'd: the deadline keeps the process alive meanwhile, and bounds the wait.
+    until: (check) => check()
+      ? Promise.resolve()
+      : new Promise((resolve, reject) => {
+        const deadline = setTimeout(() => reject(new Error('condition not reached within 10 s')), 10_000)
+        waiters.push({ check, done: () => { clearTimeout(deadline); resolve() } })
+      })
+  }
+  return p
+}
+
+const frameFor = (text: string) => (seq: number): string => JSON.stringify({ seq, text })
+/** Lets every queued microtask run (the log batches per microtask); not a timed wait. */
+const settled = async (): Promise<void> => { await new Promise((resolve) => setImmediate(resolve)) }
+const seqs = (events: StoredEvent[]): number[] => events.map((e) => e.seq)
+
+describe('event log', () => {
+  it('assigns seqs after the stored last one, in push order, with the frame built for that seq', async () => {
+    const p = probe({ lastSeq: 41 })
+    assert.equal(p.log.push(frameFor('a')), 42)
+    assert.equal(p.log.push(frameFor('b'), (s) => `notice ${s}`), 43)
+    assert.equal(p.log.lastSeq, 43)
+    await p.until(() => p.committed.length === 2)
+    assert.deepEqual(p.committed, [
+      { seq: 42, frame: '{"seq":42,"text":"a"}', observerFrame: undefined },
+      { seq: 43, frame: '{"seq":43,"text":"b"}', observerFrame: 'notice 43' }
+    ])
+    assert.deepEqual(await p.store.read('s1', 0, 10), [{ seq: 42, frame: '{"seq":42,"text":"a"}' }, { seq: 43, frame: '{"seq":43,"text":"b"}' }], 'observer renderings are not stored')
+  })
+
+  it('hands a batch to clients only after the store has it, one append in flight, batches in order', async () => {
+    const p = probe()
+    p.store.hold()
+    p.log.push(frameFor('1'))
+    p.log.push(frameFor('2'))
+    await settled()
+    assert.deepEqual(p.store.appends, [[1, 2]], 'lines pushed together form one batch')
+    p.log.push(frameFor('3'))
+    await settled()
+    assert.deepEqual(p.store.appends, [[1, 2]], 'no second append while one is in flight')
+    assert.deepEqual(p.committed, [], 'nothing relayed before the store acknowledged it')
+    assert.equal(p.log.committedSeq, 0)
+    p.store.release()
+    await p.until(() => p.committed.length === 3)
+    assert.deepEqual(p.store.appends, [[1, 2], [3]])
+    assert.deepEqual(seqs(p.committed), [1, 2, 3])
+    assert.equal(p.log.committedSeq, 3)
+  })
+
+  it('while the store is down, relays at once, holds frames, serves them, and writes them back in order', async () => {
+    const p = probe()
+    p.store.failing = true
+    p.log.push(frameFor('1'))
+    await p.until(() => p.degraded.length === 1)
+    assert.deepEqual(p.degraded, [true])
+    assert.deepEqual(seqs(p.committed), [1], 'relayed although not stored')
+    for (const t of ['2', '3', '4']) p.log.push(frameFor(t))
+    await p.until(() => p.committed.length === 4)
+    assert.equal(p.log.unsavedCount, 4)
+    assert.deepEqual(seqs(await p.log.read(1, 10)), [2, 3, 4], 'history comes from the held frames')
+    assert.equal(await p.log.firstSeq(), 1)
+
+    p.store.failing = false
+    await p.until(() => p.degraded.length === 2)
+    assert.deepEqual(p.degraded, [true, false])
+    assert.equal(p.log.unsavedCount, 0)
+    assert.deepEqual(seqs(await p.store.read('s1', 0, 10)), [1, 2, 3, 4], 'written back, in order, each once')
+    p.log.push(frameFor('5'))
+    await p.until(() => p.committed.length === 5)
+    assert.deepEqual(seqs(await p.store.read('s1', 0, 10)), [1, 2, 3, 4, 5], 'healthy again: straight to the store')
+    p.log.close()
+  })
+
+  it('past STORE_QUEUE_MAX the oldest held frames are dropped from history, and said so', async () => {
+    const p = probe({ maxUnsaved: 3 })
+    p.store.failing = true
+    p.log.push(frameFor('1'))
+    await p.until(() => p.degraded.length === 1)
+    for (const t of ['2', '3', '4', '5']) p.log.push(frameFor(t))
+    await p.until(() => p.committed.length === 5)
+    assert.deepEqual(seqs(p.committed), [1, 2, 3, 4, 5], 'live relay lost nothing')
+    assert.equal(p.overflow.reduce((a, b) => a + b, 0), 2)
+    assert.equal(p.log.unsavedCount, 3)
+    assert.deepEqual(seqs(await p.log.read(0, 10)), [3, 4, 5])
+    p.store.failing = false
+    await p.until(() => p.degraded.length === 2)
+    assert.deepEqual(seqs(await p.store.read('s1', 0, 10)), [3, 4, 5])
+    p.log.close()
+  })
+})
