@@ -11,6 +11,7 @@ import WebSocket from 'ws'
 import type { RemoteArgs } from './argv.js'
 import { GatewayHttpError, type GatewayApi } from './gateway-api.js'
 import { isRecord, requestIdOf, withoutSeq } from './frames.js'
+import { InFlight } from './in-flight.js'
 import type { RemoteEnv } from './remote-env.js'
 
 export interface BridgeIo {
@@ -33,6 +34,13 @@ const GIVE_UP_MS = 120_000
 /** After DELETE: how long to wait for the CLI's last lines and the session's final status. */
 const END_WAIT_MS = 15_000
 
+/** A line for the gateway, with what it takes to send it again if the connection dies with it. */
+interface Outgoing {
+  line: string
+  requestId?: string | undefined
+  uuid?: string | undefined
+}
+
 export class RemoteBridge {
   readonly #api: GatewayApi
   readonly #env: RemoteEnv
@@ -43,7 +51,11 @@ export class RemoteBridge {
   #live = false
   /** Highest seq given to the host; -1 until the first hello of an attach without replay. */
   #seenSeq = -1
-  readonly #queue: string[] = []
+  readonly #queue: Outgoing[] = []
+  /** Control requests and uuid'd user lines a dropped connection may have lost. */
+  readonly #inFlight = new InFlight()
+  /** After a reconnect: lost lines are sent again once the replay reaches this seq (null: nothing to wait for). */
+  #resendAt: number | null = null
   /** The host's own control requests, waiting for the CLI's response. */
   readonly #hostRequests = new Set<string>()
   /** Requests claude-remote itself sent (initialize, max thinking tokens, interrupt): their answers are not the host's. */
@@ -119,13 +131,16 @@ export class RemoteBridge {
       return
     }
     if (!isRecord(frame)) { this.#send(line); return }
+    let requestId: string | undefined
+    let uuid: string | undefined
     if (frame.type === 'control_request') {
       const id = requestIdOf(frame)
       if (id !== null) this.#hostRequests.add(id)
+      requestId = id ?? undefined
       const request = isRecord(frame.request) ? frame.request : {}
       if (request.subtype === 'initialize' && !this.#initDone) {
         this.#initDone = true
-        this.#send(this.#withInitFields(line, frame, request))
+        this.#send(this.#withInitFields(line, frame, request), { requestId })
         this.#afterInit()
         return
       }
@@ -137,9 +152,11 @@ export class RemoteBridge {
       }
     } else if (frame.type === 'user') {
       this.#turns++
+      // Only a uuid makes a second copy harmless (the gateway drops a repeated one).
+      if (typeof frame.uuid === 'string' && frame.uuid !== '') uuid = frame.uuid
     }
     if (!this.#initDone && frame.type !== 'keep_alive') this.#ownInit()
-    this.#send(line)
+    this.#send(line, { requestId, uuid })
   }
 
   /** stdin ended: the running turn finishes, waiting prompts are denied, then the session ends. */
@@ -187,16 +204,24 @@ export class RemoteBridge {
   #sendOwn (what: string, request: Record<string, unknown>): void {
     const id = `claude-remote-${randomUUID()}`
     this.#ownRequests.set(id, what)
-    this.#send(JSON.stringify({ type: 'control_request', request_id: id, request }))
+    this.#send(JSON.stringify({ type: 'control_request', request_id: id, request }), { requestId: id })
   }
 
   #refusePrompt (id: string, subtype: string): void {
     this.#send(JSON.stringify({ type: 'control_response', response: { subtype: 'error', request_id: id, error: subtype === 'can_use_tool' ? STREAM_CLOSED : 'stream closed' } }))
   }
 
-  #send (line: string): void {
-    if (this.#live && this.#ws?.readyState === WebSocket.OPEN) this.#ws.send(line)
-    else this.#queue.push(line)
+  #send (line: string, track: Omit<Outgoing, 'line'> = {}): void {
+    const out = { line, ...track }
+    if (this.#live && this.#ws?.readyState === WebSocket.OPEN) this.#transmit(this.#ws, out)
+    else this.#queue.push(out)
+  }
+
+  #transmit (ws: WebSocket, out: Outgoing): void {
+    ws.send(out.line)
+    if (out.requestId !== undefined) this.#inFlight.requestSent(out.requestId, out.line)
+    // The pong to this ping says the gateway has read the line: it need not be sent again.
+    else if (out.uuid !== undefined) ws.ping(this.#inFlight.userSent(out.uuid, out.line))
   }
 
   // ---- gateway → host ----
@@ -225,6 +250,7 @@ export class RemoteBridge {
       ws.terminate()
     })
     ws.on('message', (data: WebSocket.RawData) => { if (this.#ws === ws) this.#gatewayFrame(rawText(data)) })
+    ws.on('pong', (data: Buffer) => { if (this.#ws === ws) this.#inFlight.pong(data.toString('utf8')) })
     ws.on('error', (err) => this.#io.debug(`websocket error: ${err.message}`))
     ws.on('close', (code) => {
       if (this.#ws !== ws) return
@@ -252,6 +278,19 @@ export class RemoteBridge {
   #gatewayFrame (text: string): void {
     this.#handleFrame(text)
     this.#checkCaughtUp()
+    this.#checkResend()
+  }
+
+  /** Once the replay after a reconnect has caught up: what the old connection may have lost goes again. */
+  #checkResend (force = false): void {
+    if (this.#resendAt === null || (!force && this.#seenSeq < this.#resendAt)) return
+    const ws = this.#ws
+    if (!this.#live || ws === null || ws.readyState !== WebSocket.OPEN) return
+    this.#resendAt = null
+    for (const { line, requestId, uuid } of this.#inFlight.toResend()) {
+      this.#io.debug(`sending again what the dropped connection may have lost: ${requestId ?? `user line ${String(uuid)}`}`)
+      this.#transmit(ws, { line, requestId: requestId ?? undefined, uuid: uuid ?? undefined })
+    }
   }
 
   #handleFrame (text: string): void {
@@ -271,6 +310,8 @@ export class RemoteBridge {
     if (seq !== null) {
       const redelivered = frame.type === 'control_request' && id !== null && this.#helloPending.has(id)
       if (redelivered) {
+        // Still counts for the catch-up: the replay may end with this prompt.
+        if (seq > this.#seenSeq) this.#seenSeq = seq
         if (this.#delivered.has(id as string)) return
       } else {
         if (seq <= this.#seenSeq) return
@@ -279,6 +320,11 @@ export class RemoteBridge {
     }
     switch (frame.type) {
       case 'control_response':
+        if (id !== null) {
+          // A request sent again that the gateway still had: the original's answer is on its way.
+          if (this.#inFlight.isResent(id) && isDuplicateRefusal(frame)) return
+          this.#inFlight.answered(id)
+        }
         if (id !== null && this.#ownRequests.has(id)) { this.#ownAnswer(id, frame); return }
         // Only answers to this host's requests: the CLI prints no others (the gateway's, another client's).
         if (id === null || !this.#hostRequests.delete(id)) return
@@ -342,13 +388,18 @@ export class RemoteBridge {
     this.#backoff = BACKOFF_MIN_MS
     const ws = this.#ws as WebSocket
     // Answers that may have been lost with the previous connection (a second one is refused, harmlessly).
-    const queued = new Set(this.#queue)
+    const queued = new Set(this.#queue.map((out) => out.line))
     for (const id of this.#helloPending) {
       const answer = this.#answers.get(id)
       if (answer !== undefined && !queued.has(answer)) ws.send(answer)
     }
-    for (const line of this.#queue.splice(0)) ws.send(line)
+    // What went out on earlier connections unconfirmed waits for the replay: an answer given meanwhile is in it.
+    this.#inFlight.connected()
+    const nothingReplayed = frame.resume === 'gap' && frame.oldest_seq === null
+    this.#resendAt = typeof frame.last_seq === 'number' && !nothingReplayed ? frame.last_seq : -1
+    for (const out of this.#queue.splice(0)) this.#transmit(ws, out)
     this.#io.debug(`attached (last_seq ${String(frame.last_seq)}, resume ${String(frame.resume)})`)
+    this.#checkResend(this.#resendAt < 0)
   }
 
   #status (frame: Record<string, unknown>): void {
@@ -376,6 +427,9 @@ export class RemoteBridge {
     const id = typeof frame.request_id === 'string' ? frame.request_id : null
     const code = String(frame.code)
     const message = typeof frame.message === 'string' ? frame.message : code
+    // The replay stopped short (the store did not answer): it will not catch up, send what was lost now.
+    if (code === 'store_unavailable') this.#checkResend(true)
+    if (id !== null) this.#inFlight.answered(id)
     if (id !== null && this.#hostRequests.delete(id)) {
       // What an SDK waiting on that request understands.
       this.#out(JSON.stringify({ type: 'control_response', response: { subtype: 'error', request_id: id, error: message, error_code: code } }))
@@ -447,6 +501,12 @@ class ResumeMismatch extends Error {}
 
 /** What the gateway does when a session was created without the option. */
 const OPTION_DEFAULTS: Record<string, unknown> = { permission_prompt_tool: 'stdio' }
+
+/** The gateway's refusal of a request id it still has in flight (PROTOCOL.md: `code`, or the CLI's `error_code`). */
+function isDuplicateRefusal (frame: Record<string, unknown>): boolean {
+  const response = isRecord(frame.response) ? frame.response : {}
+  return response.subtype === 'error' && (response.code === 'duplicate_request_id' || response.error_code === 'duplicate_request_id')
+}
 
 function rawText (data: WebSocket.RawData): string {
   if (Buffer.isBuffer(data)) return data.toString('utf8')

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { createServer, connect, type Socket } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { test } from 'node:test'
 import { TOKEN_A, type TestGateway, eventually, startGateway } from '../support/gateway.js'
@@ -72,6 +73,59 @@ async function cliLinesInHistory (gw: TestGateway, sessionId: string, gatewayIni
     // The gateway's own initialize answer is not the host's (the CLI would not print it to this host).
     .filter((e) => !(gatewayInitIds && e.type === 'control_response' && String((e.response as any)?.request_id).startsWith('gw_init_')))
     .map((e) => JSON.stringify(e).replace(/^\{"seq":\d+,/, '{'))
+}
+
+interface Forwarder {
+  url: string
+  /** The next client→gateway bytes are dropped (`drop`) or delivered (`deliver`), then both sides of that connection are cut. */
+  cutNext: (how: 'drop' | 'deliver') => void
+  /** Bytes dropped so far. */
+  dropped: () => number
+  close: () => Promise<void>
+}
+
+/** A TCP forwarder in front of the gateway that can lose what a client sent, as a dying connection does. */
+async function startForwarder (gw: TestGateway): Promise<Forwarder> {
+  const target = Number(new URL(gw.url).port)
+  let cut: 'drop' | 'deliver' | null = null
+  let dropped = 0
+  const sockets = new Set<Socket>()
+  const server = createServer((client) => {
+    const upstream = connect(target, '127.0.0.1')
+    for (const s of [client, upstream]) {
+      sockets.add(s)
+      s.on('close', () => sockets.delete(s))
+      s.on('error', () => {})
+    }
+    client.on('data', (chunk: Buffer) => {
+      if (cut === null) { upstream.write(chunk); return }
+      const how = cut
+      cut = null
+      if (how === 'drop') {
+        dropped += chunk.length
+        upstream.destroy()
+      } else {
+        // Delivered (FIN after it): the gateway reads the frame, the client never hears back on this connection.
+        upstream.end(chunk)
+      }
+      client.destroy()
+    })
+    upstream.on('data', (chunk: Buffer) => { if (!client.destroyed) client.write(chunk) })
+    client.on('end', () => upstream.end())
+    upstream.on('end', () => client.end())
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  if (address === null || typeof address === 'string') throw new Error('no address')
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    cutNext: (how) => { cut = how },
+    dropped: () => dropped,
+    close: async () => {
+      for (const s of sockets) s.destroy()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+  }
 }
 
 async function onlySession (gw: TestGateway): Promise<any> {
@@ -252,4 +306,71 @@ test('--resume attaches to the gateway session; options that differ from it are 
   mismatch.child.stdin.end()
   assert.equal(await mismatch.exited, 2)
   assert.match(mismatch.stderr(), /created with model/)
+})
+
+// No keep_alive or ping from the gateway: the only bytes a forwarder sees are the ones the test makes.
+const QUIET = { KEEPALIVE_INTERVAL_MS: '3600000' }
+
+test('a control request and a user line with a uuid lost with the connection are sent again: answered once, run once', async (t) => {
+  const gw = await startGateway({ env: QUIET })
+  t.after(() => gw.close())
+  const fwd = await startForwarder(gw)
+  t.after(() => fwd.close())
+  const remote = spawnRemote(gw, SDK_ARGS, { CLAUDE_REMOTE_URL: fwd.url })
+  t.after(() => remote.child.kill('SIGKILL'))
+  remote.write(sdkInitialize())
+  remote.write(userLine('echo before'))
+  await remote.waitLine((f) => f.type === 'result')
+
+  // ws.send accepted it, the gateway never got it, then the connection died.
+  fwd.cutNext('drop')
+  remote.write(JSON.stringify({ type: 'control_request', request_id: 'lost-1', request: { subtype: 'set_model', model: 'claude-lost-1' } }))
+  const answer = await remote.waitLine((f) => f.type === 'control_response' && f.response.request_id === 'lost-1')
+  assert.equal(answer.response.subtype, 'success')
+  assert.deepEqual(answer.response.response, { model: 'claude-lost-1' })
+
+  fwd.cutNext('drop')
+  const uuid = '33333333-3333-4333-8333-333333333333'
+  remote.write(JSON.stringify({ ...JSON.parse(userLine('echo lost user line')), uuid }))
+  await eventually(() => remote.lines.filter((l) => JSON.parse(l).type === 'result').length === 2, WAIT_MS, 'the lost turn\'s result')
+  assert.ok(fwd.dropped() > 0)
+
+  const session = await onlySession(gw)
+  remote.child.stdin.end()
+  assert.equal(await remote.exited, 0, remote.stderr())
+  assert.equal(remote.lines.filter((l) => JSON.parse(l).type === 'control_response' && JSON.parse(l).response.request_id === 'lost-1').length, 1)
+  const stdin = gw.stdinLines(session.id)
+  assert.equal(stdin.filter((l) => l.type === 'control_request' && l.request_id === 'lost-1').length, 1)
+  assert.deepEqual(stdin.filter((l) => l.type === 'user').map((l) => l.message.content[0].text), ['echo before', 'echo lost user line'])
+  // Nothing lost or repeated on the host's side either.
+  assert.deepEqual(remote.lines, await cliLinesInHistory(gw, session.id))
+})
+
+test('a request sent again that the gateway still has in flight: its duplicate_request_id refusal is not the host\'s', async (t) => {
+  // The CLI never answers: the initialize and lost-2 stay in flight on the gateway.
+  const gw = await startGateway({ env: QUIET, cliArgs: ['--fake-mode', 'hang'] })
+  t.after(() => gw.close())
+  const fwd = await startForwarder(gw)
+  t.after(() => fwd.close())
+  const remote = spawnRemote(gw, [...SDK_ARGS, '--debug'], { CLAUDE_REMOTE_URL: fwd.url })
+  t.after(() => remote.child.kill('SIGKILL'))
+  remote.write(sdkInitialize())
+  const session = await eventually(async () => (await gw.request('GET', '/v1/sessions')).body.sessions[0], WAIT_MS, 'the session')
+  // Attached: the initialize went through it to the CLI.
+  await eventually(() => gw.stdinLines(session.id).some((l) => l.type === 'control_request'), WAIT_MS, 'the initialize at the CLI')
+
+  // The gateway gets it, but the connection dies before anything comes back.
+  fwd.cutNext('deliver')
+  remote.write(JSON.stringify({ type: 'control_request', request_id: 'lost-2', request: { subtype: 'set_model', model: 'claude-lost-2' } }))
+  await eventually(() => /sending again[^\n]*lost-2/.test(remote.stderr()), WAIT_MS, 'lost-2 sent again').catch((err) => { throw new Error(remote.stderr() + String(err)) })
+  // Refused at once, on the same connection after the re-sent requests' refusals.
+  remote.write(JSON.stringify({ type: 'control_request', request_id: 'marker', request: { subtype: 'read_file' } }))
+  const marker = await remote.waitLine((f) => f.type === 'control_response' && f.response.request_id === 'marker')
+  assert.equal(marker.response.error_code, 'control_not_allowed')
+
+  for (const line of remote.lines) assert.doesNotMatch(line, /duplicate_request_id/)
+  assert.equal(remote.lines.filter((l) => JSON.parse(l).type === 'control_response').length, 1, remote.lines.join('\n'))
+  const stdin = gw.stdinLines(session.id)
+  assert.equal(stdin.filter((l) => l.type === 'control_request' && l.request_id === 'lost-2').length, 1)
+  assert.equal(stdin.filter((l) => l.type === 'control_request' && l.request.subtype === 'initialize').length, 1)
 })
