@@ -133,8 +133,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
       clientRequestTimeoutMs: config.clientRequestTimeoutMs,
       initializeHoldMs: config.initializeHoldMs,
       idleTimeoutMs: config.idleTimeoutMs,
-      storeQueueMax: config.storeQueueMax,
-      allowBypassPermissions: config.allowBypassPermissions
+      storeQueueMax: config.storeQueueMax
     }
   })
   const heartbeat = new Heartbeat(config.keepaliveIntervalMs)

@@ -14,7 +14,6 @@ export interface SessionLimits {
   clientRequestTimeoutMs: number
   idleTimeoutMs: number
   storeQueueMax: number
-  allowBypassPermissions: boolean
   /** How long a new CLI's initialize waits for the holder's own (INITIALIZE_HOLD_MS). */
   initializeHoldMs: number
 }

@@ -13,13 +13,14 @@ import { test } from 'node:test'
 import { TOKEN_A, type TestGateway, eventually, startGateway } from '../support/gateway.js'
 
 const BIN = fileURLToPath(new URL('../../bin/claude-remote', import.meta.url))
-const REFERENCE = '/work/shared/reference/claude-code-2.1.332'
+/** The project's own recording of the real CLI 2.1.332 driven as the Agent SDK drives it (npm run record). */
+const RECORDED = fileURLToPath(new URL('../fixtures/recorded/claude-code-2.1.332', import.meta.url))
 const SDK_ARGS = ['--output-format', 'stream-json', '--verbose', '--input-format', 'stream-json', '--permission-prompt-tool=stdio']
 const WAIT_MS = 20_000
 
 /** The initialize the Agent SDK wrote in a real recording (its first stdin line). */
 function sdkInitialize (): string {
-  const line = readFileSync(`${REFERENCE}/text.stdin.ndjson`, 'utf8').split('\n')[0] as string
+  const line = readFileSync(`${RECORDED}/text.stdin.ndjson`, 'utf8').split('\n')[0] as string
   assert.equal(JSON.parse(line).request.subtype, 'initialize')
   return line
 }

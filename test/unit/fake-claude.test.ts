@@ -14,7 +14,8 @@ import { label } from '../support/frames.js'
 const FAKE = fileURLToPath(new URL('../fixtures/fake-claude.mjs', import.meta.url))
 // Recorded stdout of the real CLI 2.1.332: the shared reference set, then the repo's own recordings.
 const REF_DIRS = [
-  process.env.CLAUDE_REFERENCE_DIR ?? '/work/shared/reference/claude-code-2.1.332',
+  // ../shared beside the repository, as CI lays it out (absent elsewhere: the repo's recordings serve).
+  process.env.CLAUDE_REFERENCE_DIR ?? fileURLToPath(new URL('../../../shared/reference/claude-code-2.1.332', import.meta.url)),
   fileURLToPath(new URL('../fixtures/recorded/claude-code-2.1.332', import.meta.url))
 ]
 const BASE_ARGS = ['--output-format', 'stream-json', '--verbose', '--input-format', 'stream-json', '--permission-prompt-tool', 'stdio']
