@@ -29,12 +29,17 @@ COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY config/launchers ./config/launchers
+COPY docker/healthcheck.mjs ./docker/healthcheck.mjs
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]
 EXPOSE 8080
-HEALTHCHECK --interval=30s --timeout=3s --start-period=10s \
-  CMD node -e "fetch('http://127.0.0.1:8080/healthz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"
+# Readiness, not mere liveness: unhealthy when the event store does not answer
+# (or events wait unsaved) and while shutting down. /readyz also says 503 when
+# MAX_SESSIONS CLIs run, and a full gateway is not unhealthy, so the script reads
+# /readyz's JSON (store.state, shutting_down) instead of its status code.
+HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["node", "/app/docker/healthcheck.mjs"]
 # HOST=0.0.0.0 needs GATEWAY_TOKENS or GATEWAY_TOKENS_FILE (the gateway refuses to start without one); prefer the _FILE form (docker/compose.yaml).
 ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["node", "dist/src/server.js"]

@@ -35,6 +35,8 @@ export const defaults = {
   EVENTS_TTL_SECONDS: 7 * 24 * 3600,
   /** Events held in memory while the store is unreachable, per session. */
   STORE_QUEUE_MAX: 100_000,
+  /** How long a resume waits for an event store that does not answer before its hello says `unavailable`. */
+  RESUME_STORE_WAIT_MS: 3000,
   /** Browser Origins allowed for WebSocket upgrades and CORS (comma separated). Empty = none. */
   ALLOWED_ORIGINS: '',
   /** Extra Host header values accepted while bound to loopback (DNS-rebinding guard). */
@@ -55,6 +57,10 @@ export const defaults = {
   WS_MAX_FRAMES_PER_SEC: 50,
   /** REST requests per minute per tenant (or per IP before authentication). */
   RATE_LIMIT_PER_MINUTE: 600,
+  /** WebSocket upgrades per tenant per minute (apart from RATE_LIMIT_PER_MINUTE, so a reconnect storm never blocks REST). */
+  WS_UPGRADES_PER_MINUTE: 1200,
+  /** WebSocket upgrades per client address per minute, across tenants. */
+  WS_UPGRADES_PER_MINUTE_PER_ADDRESS: 600,
   /** Failed authentications per client IP per minute before it gets 429. */
   AUTH_FAILURES_PER_MINUTE: 30,
   /** Fastify's trustProxy: `true`, `false`, a hop count, or a comma list of proxy addresses/CIDRs whose X-Forwarded-For is believed. */

@@ -133,7 +133,8 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
       clientRequestTimeoutMs: config.clientRequestTimeoutMs,
       initializeHoldMs: config.initializeHoldMs,
       idleTimeoutMs: config.idleTimeoutMs,
-      storeQueueMax: config.storeQueueMax
+      storeQueueMax: config.storeQueueMax,
+      resumeWaitMs: config.resumeStoreWaitMs
     }
   })
   const heartbeat = new Heartbeat(config.keepaliveIntervalMs)
@@ -196,7 +197,9 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     allowedHosts: config.allowedHosts,
     loopbackOnly: isLoopback(config.host),
     rateLimitPerMinute: config.rateLimitPerMinute,
-    authFailuresPerMinute: config.authFailuresPerMinute
+    authFailuresPerMinute: config.authFailuresPerMinute,
+    wsUpgradesPerMinute: config.wsUpgradesPerMinute,
+    wsUpgradesPerMinutePerAddress: config.wsUpgradesPerMinutePerAddress
   })
   await app.register(sessionRoutes, { manager })
   await app.register(permissionRoutes, { manager })

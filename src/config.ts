@@ -43,6 +43,7 @@ const envSchema = z.object({
   EVENTS_MAX_PER_SESSION: int(1).default(defaults.EVENTS_MAX_PER_SESSION),
   EVENTS_TTL_SECONDS: int(0).default(defaults.EVENTS_TTL_SECONDS),
   STORE_QUEUE_MAX: int(1).default(defaults.STORE_QUEUE_MAX),
+  RESUME_STORE_WAIT_MS: int(0).default(defaults.RESUME_STORE_WAIT_MS),
   ALLOWED_ORIGINS: z.string().default(defaults.ALLOWED_ORIGINS),
   ALLOWED_HOSTS: z.string().default(defaults.ALLOWED_HOSTS),
   ALLOW_BYPASS_PERMISSIONS: z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1').default(defaults.ALLOW_BYPASS_PERMISSIONS),
@@ -67,6 +68,8 @@ const envSchema = z.object({
   MAX_CLIENTS_PER_SESSION: int(1).default(defaults.MAX_CLIENTS_PER_SESSION),
   WS_MAX_FRAMES_PER_SEC: int(1).default(defaults.WS_MAX_FRAMES_PER_SEC),
   RATE_LIMIT_PER_MINUTE: int(1).default(defaults.RATE_LIMIT_PER_MINUTE),
+  WS_UPGRADES_PER_MINUTE: int(1).default(defaults.WS_UPGRADES_PER_MINUTE),
+  WS_UPGRADES_PER_MINUTE_PER_ADDRESS: int(1).default(defaults.WS_UPGRADES_PER_MINUTE_PER_ADDRESS),
   AUTH_FAILURES_PER_MINUTE: int(1).default(defaults.AUTH_FAILURES_PER_MINUTE),
   TRUST_PROXY: z.string().default(defaults.TRUST_PROXY).transform((v, ctx) => {
     const parsed = parseTrustProxy(v)
@@ -118,6 +121,7 @@ export interface Config {
   eventsMaxPerSession: number
   eventsTtlSeconds: number
   storeQueueMax: number
+  resumeStoreWaitMs: number
   allowedOrigins: string[]
   allowedHosts: string[]
   allowBypassPermissions: boolean
@@ -141,7 +145,12 @@ export interface Config {
   maxSessionsPerTenant: number
   maxClientsPerSession: number
   wsMaxFramesPerSec: number
+  /** REST requests per tenant per minute; WebSocket upgrades are counted apart. */
   rateLimitPerMinute: number
+  /** WebSocket upgrades per tenant per minute. */
+  wsUpgradesPerMinute: number
+  /** WebSocket upgrades per client address (`request.ip`) per minute. */
+  wsUpgradesPerMinutePerAddress: number
   authFailuresPerMinute: number
   /** Fastify's trustProxy: which peers' X-Forwarded-For decides `request.ip`. */
   trustProxy: boolean | number | string[]
@@ -219,6 +228,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, options: LoadC
     eventsMaxPerSession: e.EVENTS_MAX_PER_SESSION,
     eventsTtlSeconds: e.EVENTS_TTL_SECONDS,
     storeQueueMax: e.STORE_QUEUE_MAX,
+    resumeStoreWaitMs: e.RESUME_STORE_WAIT_MS,
     allowedOrigins: list(e.ALLOWED_ORIGINS),
     allowedHosts: list(e.ALLOWED_HOSTS),
     allowBypassPermissions: e.ALLOW_BYPASS_PERMISSIONS,
@@ -235,6 +245,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, options: LoadC
     maxClientsPerSession: e.MAX_CLIENTS_PER_SESSION,
     wsMaxFramesPerSec: e.WS_MAX_FRAMES_PER_SEC,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    wsUpgradesPerMinute: e.WS_UPGRADES_PER_MINUTE,
+    wsUpgradesPerMinutePerAddress: e.WS_UPGRADES_PER_MINUTE_PER_ADDRESS,
     authFailuresPerMinute: e.AUTH_FAILURES_PER_MINUTE,
     trustProxy: e.TRUST_PROXY,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,

@@ -72,6 +72,19 @@ export const closeCodes = {
   internal: 1011,
   /** The client did not read fast enough; its backlog passed WS_MAX_BUFFERED_BYTES. Reconnect with ?after=. */
   slowConsumer: 4008,
+  /**
+   * RFC 6455's "Try Again Later": the event store could not serve the replay
+   * this client asked for (`?after=`); nothing was skipped. Reconnect with the
+   * same `?after=` once the hint in the hello (`retry_after_ms`) has passed.
+   */
+  tryAgainLater: 1013,
   /** The client kept sending frames far above WS_MAX_FRAMES_PER_SEC after being told. */
   flood: 4029
+} as const
+
+/** The close code a WebSocket client gets for each way the gateway ends it (ClientPort.end). */
+export const endCloseCodes = {
+  slow_consumer: closeCodes.slowConsumer,
+  store_unavailable: closeCodes.tryAgainLater,
+  shutting_down: closeCodes.serviceRestart
 } as const

@@ -1,14 +1,46 @@
 /**
- * Ends CLIs left behind by a previous gateway process that crashed (or was
- * SIGKILLed) before it could stop them. Each running CLI has a pid file
- * (`<pidDir>/<session>.pid`: pid, the command, the process start time); a
- * pid whose process still runs that command and started at that time is its
- * group leader, so the whole group is ended: SIGTERM, then SIGKILL. The start
- * time rules out a reused pid running a binary of the same name.
+ * Ends CLIs, and every tool process they started, left behind by a previous
+ * gateway process that crashed (or was SIGKILLed) before it could stop them.
+ * Each running CLI has a pid file (`<pidDir>/<session>.pid`: pid, the
+ * command, the process start time). The CLI was started in its own process
+ * group, so the pid is also the group id, and the group is what is ended:
+ * SIGTERM, then SIGKILL.
+ *
+ * A crashed gateway's CLI usually dies too (its stdin/stdout pipes break),
+ * while a background tool it started keeps running in its group. So the group
+ * is ended whether or not its leader still runs, as long as the pid file
+ * provably names it: checked against the recorded start time, so that a
+ * reused pid or group id is never signalled. Only /proc is read (no
+ * child_process here).
  */
-import { readFileSync, readdirSync, rmSync } from 'node:fs'
+import { readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { basename, join } from 'node:path'
 
+/** What a pid file records about one CLI. */
+interface PidRecord {
+  pid: number
+  command: string
+  /** /proc start time of the CLI, '' when the file predates start times or reading it failed. */
+  started: string
+}
+
+/** The fields of /proc/<pid>/stat this module needs. */
+interface ProcStat {
+  pid: number
+  /** Field 3: `Z` for a zombie (exited, not yet waited for). */
+  state: string
+  /** Field 5: the process group id. */
+  pgrp: number
+  /** Field 22: clock ticks since boot, as a string to compare exactly. */
+  started: string
+}
+
+/**
+ * Reads every `*.pid` file of `pidDir` (deleting each), ends the process
+ * groups they provably name (see `orphanGroup`) with SIGTERM, waits up to
+ * `graceMs` for them to go, then SIGKILLs what is left. Returns the group ids
+ * signalled (each the pid of the CLI that led it).
+ */
 export async function reapOrphans (pidDir: string, graceMs: number): Promise<number[]> {
   let files: string[]
   try {
@@ -16,24 +48,77 @@ export async function reapOrphans (pidDir: string, graceMs: number): Promise<num
   } catch {
     return []
   }
+  const bootMs = bootTimeMs()
   const reaped: number[] = []
   for (const file of files) {
     const path = join(pidDir, file)
-    const [pidText, command, started] = readFileSync(path, 'utf8').split('\n')
-    const pid = Number(pidText)
+    const record = readPidFile(path, bootMs)
     rmSync(path, { force: true })
-    if (!Number.isInteger(pid) || pid <= 1 || command === undefined || !runs(pid, command)) continue
-    if (started !== undefined && started !== '' && started !== processStartTime(pid)) continue
-    signalGroup(pid, 'SIGTERM')
-    reaped.push(pid)
+    const pgid = record === null ? null : orphanGroup(record)
+    if (pgid === null) continue
+    signalGroup(pgid, 'SIGTERM')
+    reaped.push(pgid)
   }
   if (reaped.length === 0) return reaped
   const deadline = Date.now() + graceMs
-  while (Date.now() < deadline && reaped.some((pid) => groupAlive(pid))) {
+  while (Date.now() < deadline && reaped.some((pgid) => groupAlive(pgid))) {
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
-  for (const pid of reaped) if (groupAlive(pid)) signalGroup(pid, 'SIGKILL')
+  for (const pgid of reaped) if (groupAlive(pgid)) signalGroup(pgid, 'SIGKILL')
   return reaped
+}
+
+/**
+ * Parses a pid file; null when it is malformed (a start time that is not a
+ * number included), names pid 0 or 1, or was written before the machine last
+ * booted (every process it named is gone, and pids and start times restart
+ * at boot, so they would name strangers).
+ */
+function readPidFile (path: string, bootMs: number | null): PidRecord | null {
+  let text: string
+  let writtenMs: number
+  try {
+    text = readFileSync(path, 'utf8')
+    writtenMs = statSync(path).mtimeMs
+  } catch {
+    return null
+  }
+  if (bootMs !== null && writtenMs < bootMs) return null
+  const [pidText, command, started] = text.split('\n')
+  const pid = Number(pidText)
+  if (!Number.isInteger(pid) || pid <= 1 || command === undefined || command === '') return null
+  if (started !== undefined && !/^\d*$/.test(started)) return null
+  return { pid, command, started: started ?? '' }
+}
+
+/**
+ * The process group to end for a pid file, or null to leave everything alone.
+ *
+ * - The leader (pid = group id) still runs: it must run the recorded command
+ *   and, when one was recorded, have started at the recorded time (else the
+ *   pid was reused by an unrelated process, whose group this is).
+ * - Otherwise a start time must have been recorded, and the group must still
+ *   have live members. A zombie leader counts as gone when its start time is
+ *   the recorded one (the same CLI, exited but not yet waited for) and as a
+ *   stranger otherwise. Every member must have started at or after the
+ *   recorded start time, as the CLI's descendants did: a group whose id was
+ *   given to another leader after the CLI's group died out (possible only
+ *   once that pid was free, so again later) has the same property, which is
+ *   why the recorded time is the least that is required, not a proof.
+ */
+function orphanGroup (record: PidRecord): number | null {
+  const pgid = record.pid
+  const leader = readStat(pgid)
+  if (leader !== null && leader.state !== 'Z') {
+    if (!runs(pgid, record.command)) return null
+    return record.started === '' || record.started === leader.started ? pgid : null
+  }
+  if (record.started === '') return null
+  if (leader !== null && leader.started !== record.started) return null
+  const members = groupMembers(pgid)
+  if (members.length === 0) return null
+  const recorded = BigInt(record.started)
+  return members.every((m) => BigInt(m.started) >= recorded) ? pgid : null
 }
 
 /** True when `pid` is alive and its command line names `command` (guards against pid reuse). */
@@ -46,26 +131,62 @@ function runs (pid: number, command: string): boolean {
   }
 }
 
+/** The live (non-zombie) processes whose process group is `pgid`, from a scan of /proc. */
+function groupMembers (pgid: number): ProcStat[] {
+  const members: ProcStat[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    const stat = readStat(Number(entry))
+    if (stat !== null && stat.pgrp === pgid && stat.state !== 'Z') members.push(stat)
+  }
+  return members
+}
+
+/** /proc/<pid>/stat's state, process group and start time; null when there is no such process. */
+function readStat (pid: number): ProcStat | null {
+  let text: string
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  } catch {
+    return null
+  }
+  // Fields after the command name, which is in parentheses and may hold spaces and
+  // parentheses itself: the last `)` ends it, and state (field 3) is next.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
+  const [state, pgrp, started] = [fields[0], fields[5 - 3], fields[22 - 3]]
+  if (state === undefined || pgrp === undefined || started === undefined || !/^\d+$/.test(started)) return null
+  return { pid, state, pgrp: Number(pgrp), started }
+}
+
 /** The process's start time (clock ticks since boot, /proc/<pid>/stat field 22), or null. */
 export function processStartTime (pid: number): string | null {
+  return readStat(pid)?.started ?? null
+}
+
+/** When the machine booted (`btime` of /proc/stat), in ms since the epoch; null when unknown. */
+function bootTimeMs (): number | null {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    // Fields after the command name, which is in parentheses and may hold spaces: state is field 3.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[22 - 3] ?? null
+    const line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith('btime '))
+    const seconds = Number(line?.slice('btime '.length))
+    return line !== undefined && Number.isInteger(seconds) ? seconds * 1000 : null
   } catch {
     return null
   }
 }
 
+/**
+ * True while the group has a live member. `kill(-pgid, 0)` would also count
+ * zombies, which a container's PID 1 may never wait for, making every reap
+ * wait the whole grace period.
+ */
 function groupAlive (pgid: number): boolean {
-  return signalGroup(pgid, 0)
+  return groupMembers(pgid).length > 0
 }
 
-function signalGroup (pgid: number, signal: NodeJS.Signals | 0): boolean {
+function signalGroup (pgid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pgid, signal)
-    return true
   } catch {
-    return false
+    // the group ended meanwhile
   }
 }

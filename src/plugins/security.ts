@@ -10,11 +10,15 @@
  *   on the WebSocket route;
  * - REST rate limit per tenant, and a limit on failed authentications per
  *   client address (`request.ip`: behind a proxy listed in TRUST_PROXY, the
- *   client it forwards for, so one client's lockout never blocks the others).
+ *   client it forwards for, so one client's lockout never blocks the others);
+ * - WebSocket upgrades counted apart, per tenant and per client address
+ *   (`app.upgradeLimit`, the WebSocket route's hook): a reconnect storm is
+ *   refused upgrades without spending the tenant's REST budget, and REST
+ *   calls never spend the upgrade budget.
  */
 import cors from '@fastify/cors'
-import rateLimit from '@fastify/rate-limit'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import rateLimit, { normalizeIP } from '@fastify/rate-limit'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { type Authenticator, bearerToken } from '../auth/static-tokens.js'
 import type { TicketBook } from '../auth/tickets.js'
@@ -31,6 +35,21 @@ export interface SecurityOptions {
   rateLimitPerMinute: number
   /** Failed authentications per client address per minute before it gets 429 (guessing tokens). */
   authFailuresPerMinute: number
+  /** WebSocket upgrades per tenant per minute (WS_UPGRADES_PER_MINUTE). */
+  wsUpgradesPerMinute: number
+  /** WebSocket upgrades per client address per minute, whatever the tenant (WS_UPGRADES_PER_MINUTE_PER_ADDRESS). */
+  wsUpgradesPerMinutePerAddress: number
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * The WebSocket route's onRequest hook (after authentication, before the
+     * upgrade): 429 `rate_limited` with retry-after past either upgrade limit.
+     * The route opts out of the REST limit (`config: { rateLimit: false }`).
+     */
+    upgradeLimit: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+  }
 }
 
 /** Subprotocol entry carrying a token, for browsers: `new WebSocket(url, ['claude-gateway.v1', 'bearer.' + token])`. */
@@ -95,6 +114,22 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
       code: 'rate_limited',
       message: `Rate limit of ${context.max} requests per minute exceeded; retry in ${context.after}`
     })
+  })
+
+  // Limiters of the plugin's own store, checked by hand: two limits on one route, which
+  // per-route `config.rateLimit` hooks cannot do (the first to run marks the request done).
+  const upgradeLimits = [
+    { what: 'from this address', setting: 'WS_UPGRADES_PER_MINUTE_PER_ADDRESS', check: app.createRateLimit({ max: o.wsUpgradesPerMinutePerAddress, timeWindow: 60_000, keyGenerator: (request) => `ws-address:${normalizeIP(request.ip)}` }) },
+    { what: 'for this tenant', setting: 'WS_UPGRADES_PER_MINUTE', check: app.createRateLimit({ max: o.wsUpgradesPerMinute, timeWindow: 60_000, keyGenerator: (request) => `ws-tenant:${request.tenant}` }) }
+  ]
+  app.decorate('upgradeLimit', async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    // The address first: one noisy address is stopped before it spends its tenant's budget.
+    for (const limit of upgradeLimits) {
+      const verdict = await limit.check(request)
+      if (verdict.isAllowed || !verdict.isExceeded) continue
+      void reply.header('retry-after', String(verdict.ttlInSeconds))
+      throw new GatewayError('rate_limited', `More than ${verdict.max} WebSocket upgrades per minute ${limit.what} (${limit.setting}); retry in ${verdict.ttlInSeconds} s`)
+    }
   })
 }
 

@@ -377,10 +377,18 @@ export class RemoteBridge {
   }
 
   #hello (frame: Record<string, unknown>): void {
+    if (frame.resume === 'unavailable') {
+      // The gateway's store could not serve the replay; it closes this connection (1013) and
+      // nothing was skipped: come back later with the same ?after=.
+      const hint = typeof frame.retry_after_ms === 'number' ? frame.retry_after_ms : 0
+      this.#backoff = Math.max(this.#backoff, Math.min(BACKOFF_MAX_MS, hint))
+      this.#io.debug(`the gateway cannot replay after seq ${this.#seenSeq} yet (event store unavailable); retrying`)
+      return
+    }
     if (frame.role !== 'controller') {
       this.#io.warn('the gateway attached claude-remote as an observer: its lines cannot reach the CLI')
     }
-    if (frame.resume === 'gap') this.#io.warn(`frames after seq ${this.#seenSeq} are no longer in the gateway's history: some output was lost`)
+    if (frame.resume === 'gap') this.#io.warn(`seqs ${String(frame.missing_from)}–${String(frame.missing_to)} are no longer in the gateway's history: some output was lost`)
     // Attached without replay (--resume): history before this point is not the host's.
     if (this.#seenSeq < 0 && typeof frame.last_seq === 'number') this.#seenSeq = frame.last_seq
     this.#helloPending = new Set(Array.isArray(frame.pending_requests) ? frame.pending_requests.map(String) : [])

@@ -10,7 +10,8 @@
  * history after `Last-Event-ID` (or `?after=`), then live frames, with
  * `: keep-alive` comments as heartbeats. The stream is attached to the
  * session as an observer `ClientPort`, so the session's own replay/backlog
- * logic gives it every frame once, in order, with no gap.
+ * logic gives it every frame once, in order, with no gap. A stream the
+ * gateway ends (slow reader, shutdown) gets a last `event: end` saying why.
  */
 import { randomUUID } from 'node:crypto'
 import type { ServerResponse } from 'node:http'
@@ -19,7 +20,8 @@ import { z } from 'zod'
 import { GatewayError } from '../errors.js'
 import { eventsQuery } from '../protocol/session-options.js'
 import type { TenantConnections } from '../net/tenant-connections.js'
-import type { ClientPort } from '../session/session.js'
+import { SendQueue } from '../net/send-queue.js'
+import type { ClientPort, EndReason } from '../session/session.js'
 import type { SessionManager } from '../session/session-manager.js'
 import { type HistoryPage, readHistoryPage } from '../session/history-page.js'
 import { findSession } from './sessions.js'
@@ -29,7 +31,7 @@ export interface EventRoutesOptions {
   manager: SessionManager
   /** Interval of the `: keep-alive` comments on event streams. */
   keepaliveIntervalMs: number
-  /** A stream whose unsent backlog passes this is ended; the client reconnects with Last-Event-ID. */
+  /** A stream's byte budget (WS_MAX_BUFFERED_BYTES); past it the stream is ended; the client reconnects with Last-Event-ID. */
   maxBufferedBytes: number
   /** Streams are clients of their session: past MAX_CLIENTS_PER_SESSION a new one is refused (429), like a WebSocket. */
   maxClientsPerSession: number
@@ -45,8 +47,16 @@ const streamQuery = z.strictObject({
 
 const lastEventId = z.coerce.number().int().min(0)
 
-/** How long an ended stream may take to flush before its socket is destroyed. */
-const END_GRACE_MS = 2000
+/**
+ * How long an ended stream may take to flush before its socket is destroyed:
+ * long enough for a reader that stalled and reads again to get the final
+ * `end` event (only about a high-water mark of bytes waits ahead of it).
+ */
+const END_GRACE_MS = 10_000
+/** At shutdown the server waits on every stream: a reader not reading then may not hold it long. */
+const SHUTDOWN_END_GRACE_MS = 2000
+
+const SLOW_CONSUMER = 'slow consumer: reconnect with Last-Event-ID'
 
 export async function eventRoutes (app: FastifyInstance, options: EventRoutesOptions): Promise<void> {
   const { manager } = options
@@ -106,17 +116,17 @@ export async function eventRoutes (app: FastifyInstance, options: EventRoutesOpt
     streams.add(client)
     const heartbeat = setInterval(() => client.tick(options.keepaliveIntervalMs), options.keepaliveIntervalMs)
     heartbeat.unref()
-    res.once('close', () => client.end('closed'))
+    res.once('close', () => client.close())
 
     session.attach(client, { role: 'observer', after }).catch((err: unknown) => {
       request.log.error({ err }, 'event stream attach failed')
-      client.end('attach failed')
+      client.close('attach failed')
     })
   })
 
   // Hijacked responses are never idle, so the server would wait for them at close.
   app.addHook('preClose', async () => {
-    for (const client of streams) client.end('gateway shutting down')
+    for (const client of streams) client.end('shutting_down', 'gateway shutting down')
   })
 }
 
@@ -129,88 +139,105 @@ function resumePoint (request: FastifyRequest): number | undefined {
   return parsed.data
 }
 
-/** An SSE response as a session's ClientPort. */
+/**
+ * An SSE response as a session's ClientPort. What the response cannot take
+ * yet waits in a SendQueue against the stream's byte budget, so ending the
+ * stream can drop it and the final `end` event is next in line.
+ */
 class SseClient implements ClientPort {
   readonly id = randomUUID()
+  readonly maxBufferedBytes: number
   readonly #res: ServerResponse
-  readonly #maxBuffered: number
+  readonly #queue: SendQueue<string>
   readonly #onEnd: () => void
-  /** Replays waiting for the response to drain; settled on drain, close or end. */
-  readonly #waiters = new Set<() => void>()
-  /** When the oldest still-waiting replay began to wait. */
+  /** Replays waiting on `writable()`, and when the oldest of them began to wait. */
+  #waiting = 0
   #waitingSince: number | null = null
   #ended = false
 
   constructor (res: ServerResponse, maxBufferedBytes: number, onEnd: () => void) {
     this.#res = res
-    this.#maxBuffered = maxBufferedBytes
+    this.maxBufferedBytes = maxBufferedBytes
     this.#onEnd = onEnd
+    this.#queue = new SendQueue<string>({
+      write: (chunk) => { res.write(chunk) },
+      // A write that returned false sets writableNeedDrain until the response's 'drain'.
+      room: () => !res.writableNeedDrain,
+      pending: () => res.writableLength
+    }, maxBufferedBytes, () => this.end('slow_consumer', SLOW_CONSUMER))
+    res.on('drain', () => this.#queue.flush())
   }
+
+  get ended (): boolean { return this.#ended }
+
+  /** Bytes sent and not yet handed to the kernel: the queue and the response's buffer. */
+  buffered (): number { return this.#queue.buffered() }
 
   send (data: string | Buffer): void {
     if (this.#ended) return
     const frame = typeof data === 'string' ? data : data.toString('utf8')
     const seq = seqOf(frame)
-    this.#write(seq === null ? `event: gateway\n${dataLines(frame)}\n` : `id: ${seq}\n${dataLines(frame)}\n`)
+    this.#queue.send(seq === null ? `event: gateway\n${dataLines(frame)}\n` : `id: ${seq}\n${dataLines(frame)}\n`)
   }
 
   /**
-   * Null unless the response's buffer is past its high-water mark; then a
-   * promise settled once it drains (or the stream ends). The session's replay
-   * waits on it, so a long history reaches a reading client without passing
-   * the backlog bound; live frames are not held back.
+   * Null while frames go straight to the response; else a promise settled
+   * once what waits is out and the response drained (or the stream ends).
+   * The session's replay waits on it, so a long history reaches a reading
+   * client within its budget; live frames are not held back.
    */
   writable (): Promise<void> | null {
-    const res = this.#res
-    if (this.#ended || res.destroyed || !res.writableNeedDrain) return null
+    if (this.#ended) return null
+    const wait = this.#queue.writable()
+    if (wait === null) return null
+    this.#waiting++
     this.#waitingSince ??= Date.now()
-    return new Promise((resolve) => {
-      const done = (): void => {
-        res.off('drain', done)
-        res.off('close', done)
-        this.#waiters.delete(done)
-        if (this.#waiters.size === 0) this.#waitingSince = null
-        resolve()
-      }
-      this.#waiters.add(done)
-      res.on('drain', done)
-      res.on('close', done)
+    return wait.then(() => {
+      if (--this.#waiting === 0) this.#waitingSince = null
     })
   }
 
   /**
    * Heartbeat: a `: keep-alive` comment. A replay that has waited a whole
-   * interval for the client to read ends the stream instead: meanwhile the
-   * session holds its live frames, so a stalled reader must not keep it.
+   * interval for the client to read ends the stream instead: the budget
+   * bounds what a stalled reader costs, but while no live frame arrives it
+   * never runs out, and an event stream has no ping to find a reader gone.
    */
   tick (intervalMs: number): void {
     if (this.#waitingSince !== null && Date.now() - this.#waitingSince >= intervalMs) {
-      this.end('slow consumer: reconnect with Last-Event-ID')
+      this.end('slow_consumer', SLOW_CONSUMER)
       return
     }
-    this.#write(': keep-alive\n\n')
+    this.#queue.send(': keep-alive\n\n')
   }
 
-  /** Ends the stream (no-op once ended); a peer that does not read is cut off after a grace period. */
-  end (why: string): void {
+  /**
+   * Ends the stream with a last `end` event saying why, after dropping what
+   * still waits to be sent. No-op once ended.
+   */
+  end (reason: EndReason, message: string): void {
+    const data = JSON.stringify({ type: 'gateway', subtype: 'end', reason, message })
+    this.#finish(`event: end\ndata: ${data}\n\n`, reason === 'shutting_down' ? SHUTDOWN_END_GRACE_MS : END_GRACE_MS)
+  }
+
+  /** Ends the stream without an `end` event: the peer closed it (nothing more is written), or with a last comment. */
+  close (comment?: string): void {
+    this.#finish(comment === undefined ? '' : `: ${comment}\n\n`, END_GRACE_MS)
+  }
+
+  /** No-op once ended; a peer that does not read is cut off after `graceMs`. */
+  #finish (last: string, graceMs: number): void {
     if (this.#ended) return
     this.#ended = true
+    this.#queue.close()
     const res = this.#res
     if (!res.destroyed && !res.writableEnded) {
-      res.end(`: ${why}\n\n`)
-      const timer = setTimeout(() => res.destroy(), END_GRACE_MS)
+      res.end(last)
+      const timer = setTimeout(() => res.destroy(), graceMs)
       timer.unref()
       res.once('close', () => clearTimeout(timer))
     }
-    for (const done of [...this.#waiters]) done()
     this.#onEnd()
-  }
-
-  #write (chunk: string): void {
-    if (this.#ended) return
-    if (!this.#res.write(chunk) && this.#res.writableLength > this.#maxBuffered) {
-      this.end('slow consumer: reconnect with Last-Event-ID')
-    }
   }
 }
 

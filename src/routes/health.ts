@@ -1,6 +1,9 @@
 /**
  * Liveness and readiness. `/healthz` answers while the process runs;
  * `/readyz` says whether new sessions can be taken and the store answers.
+ * The container healthcheck (docker/healthcheck.mjs) reads `/readyz`'s body,
+ * not its status: `store.state` and `shutting_down` decide health, while a
+ * gateway at MAX_SESSIONS (503 here) is full, not unhealthy.
  */
 import type { FastifyInstance } from 'fastify'
 import type { SessionManager } from '../session/session-manager.js'

@@ -53,6 +53,10 @@ export async function wsRoutes (app: FastifyInstance, options: WsRoutesOptions):
 
   app.get('/v1/sessions/:id/ws', {
     websocket: true,
+    // Upgrades have their own limits (WS_UPGRADES_PER_MINUTE, …_PER_ADDRESS), checked before
+    // anything reads the store; they never spend the tenant's REST budget (RATE_LIMIT_PER_MINUTE).
+    config: { rateLimit: false },
+    onRequest: app.upgradeLimit,
     preValidation: async (request) => {
       parseOr400(wsQuery, request.query)
       const session = await findSession(manager, request)

@@ -2,7 +2,10 @@
  * The clients attached to one session and who holds it. Fan-out lives here:
  * the holder gets CLI control requests in full, everyone else a
  * `request_pending` notice with the same seq; a client still being replayed
- * to collects live frames in its backlog instead.
+ * to collects live frames in its backlog instead. That backlog counts against
+ * the client's byte budget together with what its connection has not sent
+ * yet, so a client that stalls during its replay is ended like any other slow
+ * consumer instead of making the gateway hold its live frames without bound.
  */
 import type { LogEvent } from './event-log.js'
 import { gatewayFrame, isRecord, pendingNotice } from './frames.js'
@@ -13,13 +16,44 @@ export interface ClientPort {
   send: (data: string | Buffer) => void
   /**
    * Null when more may be sent now, else a promise that settles once the client
-   * has read its backlog (or is gone). Replays wait on it, so a client catching
-   * up on a long history is not cut off as a slow consumer.
+   * has read what waits for it (or is ended or gone). Replays wait on it, so a
+   * client catching up on a long history is not cut off as a slow consumer.
    */
   writable?: () => Promise<void> | null
+  /**
+   * Bytes sent to this client and not yet written out (its own queue and its
+   * socket's buffer). With `maxBufferedBytes`, the session counts them
+   * together with the live frames it holds for the client during a replay:
+   * one budget per client.
+   */
+  buffered?: () => number
+  /**
+   * The client's byte budget (WS_MAX_BUFFERED_BYTES). A port past it ends
+   * itself as `slow_consumer` when sent more; the session ends it when the
+   * live frames it holds for it during a replay take it past.
+   */
+  readonly maxBufferedBytes?: number
+  /**
+   * Ends the connection, dropping whatever is still unsent so the reason
+   * arrives next: a WebSocket close code (errors.ts `endCloseCodes`), an
+   * event stream's final `end` event. Sends are dropped from then on and
+   * `writable()` settles. No-op once ended. The session still detaches the
+   * client when its connection closes, as for any other close.
+   */
+  end?: (reason: EndReason, message: string) => void
+  /** True once ended (by `end` or by the port itself) or closed by the peer. */
+  readonly ended?: boolean
 }
 
+/**
+ * Why the gateway ended a client's connection. docs/PROTOCOL.md lists each
+ * with its WebSocket close code and event-stream `end` event.
+ */
+export type EndReason = 'slow_consumer' | 'store_unavailable' | 'shutting_down'
+
 export type Role = 'controller' | 'observer'
+
+const SLOW_CONSUMER = 'slow consumer: frames held during the replay passed the byte budget; resume after the last seq'
 
 export interface Attachment {
   port: ClientPort
@@ -27,6 +61,12 @@ export interface Attachment {
   order: number
   /** Live frames that arrived while this client was being replayed to; null once live. */
   backlog: LogEvent[] | null
+  /** UTF-8 bytes of the frames in `backlog` from `backlogNext` on: held and not yet sent. */
+  backlogBytes: number
+  /** Index in `backlog` of the first frame the replay has not reached yet. */
+  backlogNext: number
+  /** Set when the session ended the client as a slow consumer: its backlog is dropped and no longer grows. */
+  ended: boolean
   /** Set once its hello is sent: notices for every client skip it before (hello states the same). */
   greeted: boolean
 }
@@ -41,12 +81,16 @@ export class Audience {
 
   /** Registers a client; it collects live frames in its backlog until its attach ends. */
   add (port: ClientPort, requested: Role): Attachment {
-    const att: Attachment = { port, requested, order: ++this.#attachCount, backlog: [], greeted: false }
+    const att: Attachment = { port, requested, order: ++this.#attachCount, backlog: [], backlogBytes: 0, backlogNext: 0, ended: false, greeted: false }
     this.#clients.set(port, att)
     return att
   }
 
-  has (port: ClientPort): boolean { return this.#clients.has(port) }
+  /** Attached and not ended: a replay to an ended client stops (it is detached when its connection closes). */
+  has (port: ClientPort): boolean {
+    const att = this.#clients.get(port)
+    return att !== undefined && !att.ended && port.ended !== true
+  }
 
   isHolder (port: ClientPort): boolean { return this.#holder?.port === port }
 
@@ -76,13 +120,33 @@ export class Audience {
     for (const event of events) {
       let shared: Buffer | null = null
       for (const att of this.#clients.values()) {
-        if (att.backlog !== null) { att.backlog.push(event); continue }
+        if (att.backlog !== null) { this.#hold(att, event); continue }
         if (event.observerFrame !== undefined && att !== this.#holder) { att.port.send(event.observerFrame); continue }
         // One Buffer per frame, whatever the number of clients.
         shared ??= Buffer.from(event.frame)
         att.port.send(shared)
       }
     }
+  }
+
+  /**
+   * Keeps a live frame for a client still being replayed to, within its
+   * budget: past it, the client is ended as a slow consumer and what it held
+   * is dropped at once (in place, so a replay iterating the array stops too).
+   */
+  #hold (att: Attachment, event: LogEvent): void {
+    const backlog = att.backlog as LogEvent[]
+    if (att.ended || att.port.ended === true) return
+    backlog.push(event)
+    att.backlogBytes += Buffer.byteLength(event.frame)
+    const { port } = att
+    if (port.maxBufferedBytes === undefined || port.end === undefined) return
+    if (att.backlogBytes + (port.buffered?.() ?? 0) <= port.maxBufferedBytes) return
+    att.ended = true
+    backlog.length = 0
+    att.backlogBytes = 0
+    att.backlogNext = 0
+    port.end('slow_consumer', SLOW_CONSUMER)
   }
 
   /** A stored event as this client should see it (observers get notices for control requests). */
@@ -93,6 +157,20 @@ export class Audience {
     const msg = JSON.parse(event.frame) as Record<string, unknown>
     if (msg.type !== 'control_request') return event.frame
     return pendingNotice(event.seq, String(msg.request_id), isRecord(msg.request) ? msg.request : {})
+  }
+
+  /**
+   * The replay is sending the held frame `seq`: held frames up to it are sent
+   * now, and no longer count against the budget (the connection's own
+   * buffer counts them from here).
+   */
+  release (att: Attachment, seq: number): void {
+    const backlog = att.backlog
+    if (backlog === null) return
+    for (let next = backlog[att.backlogNext]; next !== undefined && next.seq <= seq; next = backlog[att.backlogNext]) {
+      att.backlogBytes -= Buffer.byteLength(next.frame)
+      att.backlogNext++
+    }
   }
 
   /** A per-connection frame (no seq) for every greeted client. */

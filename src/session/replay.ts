@@ -1,81 +1,149 @@
 /**
  * Bringing a client that attaches with `after` up to date: where its replay
- * starts (and whether history has a gap there), then history up to the seq
- * committed when it attached, then the live frames it collected meanwhile.
- * Each seq is sent once: by the replay (≤ upTo) or from the backlog (> upTo).
+ * starts and what its hello may truthfully say about it (the verdict), then
+ * history up to the seq committed when it attached, then the live frames it
+ * collected meanwhile. Each seq is sent once: by the replay (≤ upTo) or from
+ * the backlog (> upTo).
+ *
+ * The verdict never guesses. `gap` names exactly the seqs history no longer
+ * has; `unavailable` says the store could not answer for the range asked
+ * (within a bound), and the client is ended rather than given live frames
+ * with a hole before them.
  */
 import type { Logger } from 'pino'
 import type { Attachment, Audience } from './audience.js'
-import type { EventLog, LogEvent } from './event-log.js'
-import { errorFrame } from './frames.js'
+import type { EventLog, LogEvent, SeqRange } from './event-log.js'
+import { errorFrame, gatewayFrame } from './frames.js'
 import { readHistoryPage } from './history-page.js'
 
 const REPLAY_PAGE = 1000
 /** Replay reads at most about this much at once (CLI lines may be MiBs each). */
 const REPLAY_PAGE_BYTES = 4 * 1024 * 1024
+/** First pause between store attempts while waiting for it; doubled up to the cap. */
+const RETRY_FIRST_MS = 100
+const RETRY_CAP_MS = 1000
+
+export type ResumeVerdict = 'none' | 'ok' | 'gap' | 'unavailable'
 
 export interface ResumePoint {
   /** The replay sends seqs after this one. */
   from: number
-  resume: 'none' | 'ok' | 'gap'
+  resume: ResumeVerdict
+  /** Oldest seq history holds; null when it holds none or the store could not say. */
   oldest: number | null
+  /** With `gap`: the seqs missing within what was asked, as inclusive ranges, ascending. */
+  missing: SeqRange[]
 }
 
+export interface ResumeWait {
+  /** How long the store may take to answer before the verdict is `unavailable` (RESUME_STORE_WAIT_MS). */
+  waitMs: number
+  /** True once the client left: stop waiting for it. */
+  gone: () => boolean
+}
+
+const UNAVAILABLE = Symbol('unavailable')
+
 /** Where a client resuming after seq `after` starts, given that seqs up to `upTo` were committed. */
-export async function resumePoint (events: EventLog, after: number | undefined, upTo: number): Promise<ResumePoint> {
-  if (after === undefined) return { from: upTo, resume: 'none', oldest: null }
-  let from = Math.min(after, upTo)
-  const first = await events.firstSeq()
-  // Nothing readable although seqs after `from` were committed (e.g. Redis restarted empty): a gap too.
-  // Unknown (store down, nothing held): try the replay, which reports where it stopped.
-  const missing = first === null ? from < upTo : first !== undefined && first > from + 1
-  if (missing) from = first === null ? upTo : (first as number) - 1
-  return { from, resume: missing ? 'gap' : 'ok', oldest: first ?? null }
+export async function resumePoint (events: EventLog, after: number | undefined, upTo: number, wait: ResumeWait): Promise<ResumePoint> {
+  if (after === undefined) return { from: upTo, resume: 'none', oldest: null, missing: [] }
+  const from = Math.min(after, upTo)
+  // A client that has everything needs no store; frames held in memory serve a replay that starts inside them.
+  const held = events.heldFrom
+  const needsStore = from < upTo && (held === undefined || held > from + 1)
+  const first = await retrying(() => events.firstSeq(), needsStore ? wait : { ...wait, waitMs: 0 })
+  if (first === UNAVAILABLE) {
+    return needsStore
+      ? { from, resume: 'unavailable', oldest: null, missing: [] }
+      : { from, resume: 'ok', oldest: null, missing: [] }
+  }
+  const missing: SeqRange[] = []
+  let start = from
+  if (from < upTo && (first === null || first > from + 1)) {
+    // Trimmed, expired or lost with the store's data: everything before `first` is gone.
+    const to = first === null ? upTo : Math.min(first - 1, upTo)
+    missing.push([from + 1, to])
+    start = to
+  }
+  missing.push(...events.lostWithin(start, upTo))
+  return { from: start, resume: missing.length > 0 ? 'gap' : 'ok', oldest: first, missing }
 }
 
 export interface ReplayParts {
   events: EventLog
   audience: Audience
   log: Logger
+  wait: ResumeWait
 }
 
 /**
- * Sends `att` the frames in (from, upTo], then its backlog, then makes it live.
- * Returns the seq up to which control requests went out as notices (another
- * client held the session meanwhile), for redelivery if it holds it now.
+ * Sends `att` the frames in (from, upTo], then its backlog, then makes it
+ * live. A jump over missing seqs is marked where it happens with a `gap`
+ * frame. Returns the seq up to which control requests went out as notices
+ * (another client held the session meanwhile), for redelivery if it holds
+ * it now; null when the store stopped answering and the client was ended
+ * (1013) instead of being handed live frames after a hole.
  */
-export async function replay (att: Attachment, from: number, upTo: number, parts: ReplayParts): Promise<number> {
+export async function replay (att: Attachment, from: number, upTo: number, parts: ReplayParts): Promise<number | null> {
   const { events, audience } = parts
   const port = att.port
   let cursor = from
   let noticedUpTo = from
   while (cursor < upTo) {
-    let page
-    try {
-      page = (await readHistoryPage(events, cursor, REPLAY_PAGE, REPLAY_PAGE_BYTES, upTo)).events
-    } catch (err) {
-      parts.log.warn({ err }, 'replay read failed')
-      port.send(errorFrame('store_unavailable', `Replay stopped at seq ${cursor}: the event store did not answer`))
-      break
+    const at = cursor
+    const page = await retrying(async () => (await readHistoryPage(events, at, REPLAY_PAGE, REPLAY_PAGE_BYTES, upTo)).events, parts.wait)
+    if (page === UNAVAILABLE) {
+      if (!audience.has(port)) return null
+      parts.log.warn({ client: port.id, at: cursor }, 'replay stopped: the event store did not answer')
+      port.send(errorFrame('store_unavailable', `Replay stopped after seq ${cursor}: the event store did not answer; reconnect with ?after=${cursor}`, { after: cursor }))
+      att.backlog = null
+      port.end?.('store_unavailable', `event store unavailable: reconnect with ?after=${cursor}`)
+      return null
     }
-    if (page.length === 0 || !audience.has(port)) break
+    if (!audience.has(port)) return noticedUpTo
+    if (page.length === 0) break
     for (const event of page) {
+      if (event.seq > cursor + 1) port.send(gapFrame(cursor + 1, event.seq - 1))
       port.send(audience.render(event, att))
-      const wait = port.writable?.() ?? null
-      if (wait !== null) await wait
+      cursor = event.seq
+      const drained = port.writable?.() ?? null
+      if (drained !== null) await drained
+      if (!audience.has(port)) return noticedUpTo
     }
-    cursor = (page[page.length - 1] as LogEvent).seq
     if (audience.holder !== att) noticedUpTo = cursor
   }
+  if (cursor < upTo) port.send(gapFrame(cursor + 1, upTo))
   // Live frames held during the replay go out the same way; more may be held while it waits.
   const backlog = att.backlog ?? []
   for (let i = 0; i < backlog.length && audience.has(port); i++) {
     const event = backlog[i] as LogEvent
-    if (event.seq <= cursor) continue
+    if (event.seq <= upTo) continue
+    audience.release(att, event.seq)
     port.send(audience.render(event, att))
-    const wait = port.writable?.() ?? null
-    if (wait !== null) await wait
+    const drained = port.writable?.() ?? null
+    if (drained !== null) await drained
   }
   att.backlog = null
   return noticedUpTo
+}
+
+/** An unrecorded frame marking where a replay jumps over seqs history does not have. */
+function gapFrame (from: number, to: number): string {
+  return gatewayFrame('gap', { missing_from: from, missing_to: to })
+}
+
+/** `read()`, retried with backoff while the store does not answer, for at most `wait.waitMs`. */
+async function retrying<T> (read: () => Promise<T>, wait: ResumeWait): Promise<T | typeof UNAVAILABLE> {
+  const deadline = Date.now() + wait.waitMs
+  let pause = RETRY_FIRST_MS
+  for (;;) {
+    try {
+      return await read()
+    } catch {
+      const left = deadline - Date.now()
+      if (left <= 0 || wait.gone()) return UNAVAILABLE
+      await new Promise((resolve) => setTimeout(resolve, Math.min(pause, left)))
+      pause = Math.min(RETRY_CAP_MS, pause * 2)
+    }
+  }
 }

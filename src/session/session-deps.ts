@@ -16,6 +16,8 @@ export interface SessionLimits {
   storeQueueMax: number
   /** How long a new CLI's initialize waits for the holder's own (INITIALIZE_HOLD_MS). */
   initializeHoldMs: number
+  /** How long a resuming client's replay waits for a store that does not answer (RESUME_STORE_WAIT_MS). */
+  resumeWaitMs: number
 }
 
 export interface SessionDeps<S> {

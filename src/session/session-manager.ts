@@ -2,10 +2,17 @@
  * Creates, finds and stops sessions. Sessions are loaded from the store on
  * demand, so after a gateway restart every stored session can be listed,
  * read, attached to and resumed; those whose CLI died with the old process
- * are marked stopped (`exit.reason: "lost"`) when first loaded.
+ * are marked stopped (`exit.reason: "lost"`) when first loaded, with a status
+ * frame in their own log so every reader and follower learns it.
+ *
+ * The boundary between routes and the store: a store call that fails here
+ * becomes `store_unavailable` (503), while sessions already loaded keep
+ * answering from memory. When the store answers again after a lost
+ * connection, every loaded session's record is written again (the store
+ * may have lost it).
  */
 import { randomUUID } from 'node:crypto'
-import { mkdirSync, realpathSync } from 'node:fs'
+import { mkdirSync, realpathSync, rmdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { buildCliArgs } from '../cli/cli-args.js'
@@ -14,7 +21,7 @@ import type { CliLauncher, CliSpawnSpec } from '../cli/cli-handle.js'
 import type { ControlPolicy, PolicyScope } from '../control/control-policy.js'
 import { GatewayError } from '../errors.js'
 import type { SessionOptions } from '../protocol/session-options.js'
-import type { EventStore, SessionPage, SessionRecord } from '../store/store.js'
+import { type EventStore, type SessionPage, type SessionRecord, isFinal } from '../store/store.js'
 import { Session, type SessionLimits } from './session.js'
 import { sandboxWorkdir, sessionWorkspace } from './workspace.js'
 
@@ -56,6 +63,7 @@ export class SessionManager {
 
   constructor (options: SessionManagerOptions) {
     this.#o = options
+    options.store.onReconnect?.(() => { void this.#saveRecordsAgain() })
   }
 
   /** Sessions whose CLI is running (what MAX_SESSIONS limits). */
@@ -73,12 +81,18 @@ export class SessionManager {
     const refused = this.#admit(tenant)
     if (refused !== null) throw refused
     const id = randomUUID()
-    this.#workspace(tenant, id, options.cwd) // validates cwd before anything is stored
+    const place = this.#workspace(tenant, id, options.cwd) // validates cwd before anything is stored
     // The slot is held from here, across the store write: concurrent creates see it and
     // are refused above, before they store a record they could not start.
     this.#reserved.set(id, tenant)
     try {
       return await this.#createReserved(id, tenant, options)
+    } catch (err) {
+      // Nothing was stored: no folder named after a session that does not exist is left either.
+      if (err instanceof GatewayError && err.code === 'store_unavailable' && options.cwd === undefined && place.sandbox === undefined) {
+        try { rmdirSync(place.cwd) } catch { /* not empty, or gone: leave it */ }
+      }
+      throw err
     } finally {
       this.#reserved.delete(id)
     }
@@ -99,7 +113,8 @@ export class SessionManager {
       exit: null
     }
     delete record.options.metadata
-    await this.#o.store.putSession(record)
+    // Before anything is instantiated: a failed write leaves no session behind, only the 503.
+    await this.#stored('save a new session record', () => this.#o.store.putSession(record))
     const session = this.#instantiate(record)
     // Never throws: a spawn that fails (E2BIG, ENOENT) comes back as an error, the session already `exited`.
     const failed = session.start()
@@ -148,7 +163,7 @@ export class SessionManager {
   }
 
   async list (tenant: string, limit: number, cursor?: string): Promise<SessionPage> {
-    return this.#o.store.listSessions(tenant, { limit, cursor })
+    return await this.#stored('list sessions', () => this.#o.store.listSessions(tenant, { limit, cursor }))
   }
 
   /**
@@ -156,8 +171,15 @@ export class SessionManager {
    * Assumes one gateway per store (see docs/ARCHITECTURE.md, scale-out).
    */
   async recover (): Promise<number> {
-    const live = await this.#o.store.listLive()
-    for (const record of live) await this.get(record.id, record.tenant)
+    const live = await this.#stored('list live sessions', () => this.#o.store.listLive())
+    for (const record of live) {
+      try {
+        await this.get(record.id, record.tenant)
+      } catch (err) {
+        // Marked when first loaded instead (any later lookup loads it the same way).
+        this.#o.logger.warn({ session: record.id, err: (err as Error).message }, 'could not mark a session left running as lost')
+      }
+    }
     return live.length
   }
 
@@ -168,7 +190,7 @@ export class SessionManager {
   }
 
   async #load (id: string): Promise<Session | null> {
-    const record = await this.#o.store.getSession(id)
+    const record = await this.#stored('read a session record', () => this.#o.store.getSession(id))
     if (record === null) return null
     // app.ts wraps every store in SignedStore (MAC, schema, bypass gate). The policy runs again
     // here, as at create, so a record written under looser settings (bypass allowed, a wider
@@ -184,19 +206,42 @@ export class SessionManager {
     // Read only for their seqs: the byte budget keeps a page of 16 MiB lines out of memory.
     let last = record.last_seq
     for (;;) {
-      const page = await this.#o.store.read(id, last, 1000, 1024 * 1024)
+      const from = last
+      const page = await this.#stored('read a session log', () => this.#o.store.read(id, from, 1000, 1024 * 1024))
       if (page.length === 0) break
       last = (page[page.length - 1] as { seq: number }).seq
     }
     record.last_seq = last
-    const lost = record.status !== 'stopped' && record.status !== 'exited'
-    if (lost) {
-      // Its CLI belonged to a gateway process that is gone.
-      record.status = 'stopped'
-      record.exit = { code: null, signal: null, stderr_tail: [], reason: 'lost', at: new Date().toISOString() }
-      await this.#o.store.putSession(record)
+    const session = this.#instantiate(record)
+    // Its CLI belonged to a gateway process that is gone: recorded like any other end
+    // (a status frame in its log, then the record), so followers and resuming clients learn it.
+    if (!isFinal(record.status)) await session.markLost()
+    return session
+  }
+
+  /** A store call whose failure is answered 503 `store_unavailable` (logged here, without a stack). */
+  async #stored<T> (what: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call()
+    } catch (err) {
+      if (err instanceof GatewayError) throw err
+      this.#o.logger.warn({ error: err instanceof Error ? err.message : String(err) }, `event store unavailable: could not ${what}`)
+      throw new GatewayError('store_unavailable')
     }
-    return this.#instantiate(record)
+  }
+
+  /** The store answers again after a lost connection and may have lost every record (Redis without persistence). */
+  async #saveRecordsAgain (): Promise<void> {
+    const sessions = [...this.#sessions.values()]
+    if (sessions.length === 0) return
+    this.#o.logger.info({ sessions: sessions.length }, 'event store reconnected: saving loaded session records again')
+    await Promise.all(sessions.map(async (session) => {
+      try {
+        await session.persistRecord()
+      } catch (err) {
+        this.#o.logger.warn({ session: session.id, err: (err as Error).message }, 'saving a session record again failed')
+      }
+    }))
   }
 
   #instantiate (record: SessionRecord): Session {

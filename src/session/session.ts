@@ -21,22 +21,31 @@ import type { PendingRequest } from '../control/pending-requests.js'
 import { RecentIds } from '../control/recent-ids.js'
 import type { ClientFrame, ControlRequestFrame } from '../protocol/client-frames.js'
 import type { SessionRecord, SessionStatus } from '../store/store.js'
-import { EventLog } from './event-log.js'
+import { EventLog, type SeqRange } from './event-log.js'
 import { Audience, type ClientPort, type Role } from './audience.js'
 import { exitInfo, spawnFailure } from './exit-info.js'
 import { IdleTimer } from './idle-timer.js'
-import { replay, resumePoint } from './replay.js'
+import { type ResumeVerdict, replay, resumePoint } from './replay.js'
 import type { SessionDeps as BaseDeps } from './session-deps.js'
 import { sessionView } from './session-view.js'
 import { errorFrame, gatewayFrame, isRecord, pendingNotice, withSeq } from './frames.js'
 
-export type { ClientPort, Role } from './audience.js'
+export type { ClientPort, EndReason, Role } from './audience.js'
 export type { AnswerInput, AnswerResult } from '../control/control-effects.js'
 export type { SessionLimits } from './session-deps.js'
 
 export type SessionDeps = BaseDeps<Session>
 
 const UUID_MEMORY = 1000
+/** What an `unavailable` hello suggests waiting before the same resume is tried again. */
+const RETRY_AFTER_MS = 2000
+
+/** The hello's fields that detail its resume verdict. */
+function verdictFields (resume: ResumeVerdict, missing: SeqRange[]): Record<string, unknown> {
+  if (resume === 'unavailable') return { retry_after_ms: RETRY_AFTER_MS }
+  if (resume !== 'gap') return {}
+  return { missing_from: (missing[0] as SeqRange)[0], missing_to: (missing[missing.length - 1] as SeqRange)[1], missing }
+}
 
 export class Session {
   readonly id: string
@@ -64,14 +73,19 @@ export class Session {
       store: deps.store,
       lastSeq: record.last_seq,
       maxUnsaved: deps.limits.storeQueueMax,
+      lostRanges: record.lost_ranges,
       logger: deps.logger,
       onCommit: (events) => this.#audience.broadcast(events),
-      onDegraded: (degraded) => {
-        this.#audience.sendAll(gatewayFrame('store', { state: degraded ? 'degraded' : 'ok' }))
-        // The store may have lost the record meanwhile (e.g. Redis restarted without persistence): save it again.
+      onDegraded: (degraded, lost) => {
+        const totals = lost === null ? {} : { missing_from: lost.from, missing_to: lost.to, dropped: lost.dropped }
+        this.#audience.sendAll(gatewayFrame('store', { state: degraded ? 'degraded' : 'ok', ...totals }))
+        // The store may have lost the record meanwhile (e.g. Redis restarted without persistence),
+        // and it must learn the ranges dropped: save it again.
         if (!degraded) this.#persist()
       },
-      onOverflow: (dropped) => this.#audience.sendAll(errorFrame('store_overflow', errorTable.store_overflow.message, { dropped }))
+      onOverflow: (episode) => this.#audience.sendAll(errorFrame('store_overflow', errorTable.store_overflow.message, {
+        missing_from: episode.from, missing_to: episode.to, dropped: episode.dropped
+      }))
     })
     this.#control = new ControlPlane<ClientPort>({
       ...deps.limits,
@@ -151,6 +165,32 @@ export class Session {
     this.#events.close()
   }
 
+  /**
+   * For a session whose record says a CLI runs although none does (its
+   * gateway process crashed): records it as stopped, `exit.reason: "lost"`,
+   * with a status frame in its own log, so history readers, event streams
+   * and resuming clients learn it like any other end. Resolves once the
+   * frame and the record are stored (or the store did not answer).
+   */
+  async markLost (): Promise<void> {
+    if (this.#cli !== null || this.#record.status === 'stopped' || this.#record.status === 'exited') return
+    const info = { code: null, signal: null, stderr_tail: [], reason: 'lost' as const, at: new Date().toISOString() }
+    this.#record.exit = info
+    this.#setStatus('stopped', { exit: info })
+    await this.#events.flush(1000)
+    await this.#recordWrite
+  }
+
+  /**
+   * Saves the record again as it is. For a store that answers again after
+   * losing its data (Redis restarted without persistence): the session must
+   * not wait for its next status change to be listed and loadable again.
+   */
+  async persistRecord (): Promise<void> {
+    this.#persist()
+    await this.#recordWrite
+  }
+
   // ---- clients ----
 
   /**
@@ -162,9 +202,11 @@ export class Session {
     const att = this.#audience.add(port, options.role)
     this.#idle.disarm()
     const upTo = this.#events.committedSeq
-    const { from, resume, oldest } = await resumePoint(this.#events, options.after, upTo)
+    const wait = { waitMs: this.#deps.limits.resumeWaitMs, gone: () => !this.#audience.has(port) }
+    const { from, resume, oldest, missing } = await resumePoint(this.#events, options.after, upTo, wait)
     if (!this.#audience.has(port)) return
-    if (options.role === 'controller') this.#audience.hold(att)
+    // A client about to be ended (no replay possible yet) never takes the session from its holder.
+    if (options.role === 'controller' && resume !== 'unavailable') this.#audience.hold(att)
     const holder = this.#audience.holder
     port.send(gatewayFrame('hello', {
       session_id: this.id,
@@ -175,14 +217,20 @@ export class Session {
       last_seq: upTo,
       resume,
       oldest_seq: oldest,
+      ...verdictFields(resume, missing),
       store: this.#events.degraded ? 'degraded' : 'ok',
       pending_requests: this.#control.list().map((p) => p.requestId)
     }))
+    if (resume === 'unavailable') {
+      att.backlog = null
+      port.end?.('store_unavailable', `event store unavailable: reconnect with ?after=${options.after ?? 0} in ${RETRY_AFTER_MS} ms`)
+      return
+    }
     att.greeted = true
     if (options.role === 'controller') this.#audience.announceHolder(att)
     options.onHello?.()
-    const noticedUpTo = await replay(att, from, upTo, { events: this.#events, audience: this.#audience, log: this.#log })
-    if (this.#audience.holder === att) this.#control.holderChanged(att.port, noticedUpTo)
+    const noticedUpTo = await replay(att, from, upTo, { events: this.#events, audience: this.#audience, log: this.#log, wait })
+    if (noticedUpTo !== null && this.#audience.holder === att) this.#control.holderChanged(att.port, noticedUpTo)
   }
 
   detach (port: ClientPort): void {
@@ -355,6 +403,8 @@ export class Session {
   /** Saves the record; writes are chained so they land in order. */
   #persist (): void {
     this.#record.last_seq = this.#events.lastSeq
+    const lost = this.#events.lostRanges
+    if (lost.length > 0) this.#record.lost_ranges = lost
     const copy = structuredClone(this.#record)
     this.#recordWrite = this.#recordWrite
       .then(() => this.#deps.store.putSession(copy))

@@ -103,6 +103,9 @@ export class MemoryStore implements EventStore {
 
   async ping (): Promise<void> {}
 
+  /** Never called: the store lives in this process and has no connection to lose. */
+  onReconnect (_listener: () => void): void {}
+
   async close (): Promise<void> {}
 }
 

@@ -35,5 +35,6 @@ export const sessionRecordSchema = z.object({
   resumable: z.boolean(),
   exit: exitInfo.nullable(),
   // The holder's initialize request, re-vetted by the control policy before a CLI gets it again.
-  initialize: z.record(z.string(), z.json()).refine((r) => r.subtype === 'initialize', 'not an initialize request').optional()
+  initialize: z.record(z.string(), z.json()).refine((r) => r.subtype === 'initialize', 'not an initialize request').optional(),
+  lost_ranges: z.array(z.tuple([z.number().int().min(1), z.number().int().min(1)]).refine(([from, to]) => from <= to, 'not a range')).max(100).optional()
 })

@@ -37,7 +37,9 @@
  * call rejects within about a second, never later than `commandTimeoutMs`
  * (default 2 s), and the client keeps reconnecting in the background (at most
  * 500 ms between attempts), so calls work again soon after Redis is back.
- * An injected client keeps its own options; configure it likewise.
+ * An injected client keeps its own options; configure it likewise. Each time
+ * the client is ready again after a lost connection, `onReconnect` listeners
+ * run: that Redis may have lost every key meanwhile.
  */
 import { createHash } from 'node:crypto'
 import { type Cluster, Redis, type RedisOptions } from 'ioredis'
@@ -153,6 +155,9 @@ export class RedisStore implements EventStore {
   readonly #retention: RetentionOptions
   readonly #timeoutMs: number
   #lastError: Error | null = null
+  readonly #reconnectListeners: Array<() => void> = []
+  /** Set at the first `ready`: later ones follow a lost connection. */
+  #everReady = false
 
   constructor (config: RedisStoreConfig) {
     const prefix = config.prefix ?? 'cgw:'
@@ -175,6 +180,21 @@ export class RedisStore implements EventStore {
     }
     // On an injected client too: the same name always carries the same script.
     this.#client.defineCommand(READ_COMMAND, { numberOfKeys: 1, lua: READ_SCRIPT })
+    // ioredis emits `ready` after every (re)connection; a Cluster once all its nodes answer.
+    if (this.#client.status === 'ready') this.#everReady = true
+    this.#client.on('ready', () => {
+      if (!this.#everReady) {
+        this.#everReady = true
+        return
+      }
+      for (const listener of this.#reconnectListeners) {
+        try {
+          listener()
+        } catch {
+          // Listeners log their own failures; thrown inside ioredis' event, one would end the process.
+        }
+      }
+    })
   }
 
   /** Connection state for health reporting: `ready` when commands go straight to Redis. */
@@ -344,6 +364,11 @@ export class RedisStore implements EventStore {
 
   async ping (): Promise<void> {
     await withTimeout(this.#client.ping(), this.#timeoutMs, 'redis ping timed out')
+  }
+
+  /** After a lost connection, Redis may be another, empty one (restarted without persistence). */
+  onReconnect (listener: () => void): void {
+    this.#reconnectListeners.push(listener)
   }
 
   async close (): Promise<void> {

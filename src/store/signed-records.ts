@@ -45,6 +45,7 @@ export class SignedStore implements EventStore {
   read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> { return this.#inner.read(sessionId, after, limit, maxBytes) }
   firstSeq (sessionId: string): Promise<number | null> { return this.#inner.firstSeq(sessionId) }
   ping (): Promise<void> { return this.#inner.ping() }
+  onReconnect (listener: () => void): void { this.#inner.onReconnect?.(listener) }
   close (): Promise<void> { return this.#inner.close() }
 
   async putSession (record: SessionRecord): Promise<void> {

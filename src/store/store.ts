@@ -48,6 +48,11 @@ export interface SessionRecord {
    * given again to a restarted or resumed CLI. Absent until a client sent one.
    */
   initialize?: Record<string, unknown> | undefined
+  /**
+   * Seq ranges `[from, to]` (inclusive) dropped from history because the store
+   * was down longer than STORE_QUEUE_MAX allowed; resume verdicts name them.
+   */
+  lost_ranges?: Array<[number, number]> | undefined
   /** Set by SignedStore (signed-records.ts) on the way into the store; records handed to callers never carry it. */
   mac?: string | undefined
 }
@@ -90,6 +95,13 @@ export interface EventStore {
   listLive(): Promise<SessionRecord[]>
   /** Throws when the store cannot serve requests. */
   ping(): Promise<void>
+  /**
+   * Calls `listener` each time the store answers again after losing its
+   * connection (not at the first connection). It may have lost data
+   * meanwhile (a Redis restarted without persistence), so callers write
+   * their records again. Stores that cannot lose their connection omit it.
+   */
+  onReconnect?(listener: () => void): void
   close(): Promise<void>
 }
 

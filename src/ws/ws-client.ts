@@ -1,8 +1,13 @@
 /**
- * A WebSocket client as a session's `ClientPort`. Sending never waits: a
- * client that does not read falls behind, and once its unsent backlog passes
- * `maxBufferedBytes` it is closed with 4008 so it cannot delay anyone else
- * or grow the gateway's memory. It reconnects with `?after=<last seq>`.
+ * A WebSocket client as a session's `ClientPort`. Sending never waits: frames
+ * the socket cannot take yet wait in the client's own queue (SendQueue), and
+ * once that queue and the socket's buffer together would pass
+ * `maxBufferedBytes` the client is ended with 4008, so it cannot delay anyone
+ * else or grow the gateway's memory. It reconnects with `?after=<last seq>`.
+ *
+ * Ending drops the queue before the close frame, so the frame waits behind at
+ * most about FLUSH_BYTES in the socket (and the kernel's buffers): a client
+ * that reads again gets the close code, not a cut connection (1006).
  *
  * Frames sent in one tick (a committed batch) leave in one socket write: the
  * socket is corked at the first send and uncorked on the next tick, instead
@@ -11,36 +16,101 @@
 import { randomUUID } from 'node:crypto'
 import type { Socket } from 'node:net'
 import type { WebSocket } from 'ws'
-import { closeCodes } from '../errors.js'
-import type { ClientPort } from '../session/session.js'
+import { closeCodes, endCloseCodes } from '../errors.js'
+import { SendQueue } from '../net/send-queue.js'
+import type { ClientPort, EndReason } from '../session/session.js'
 
-/** A corked socket is flushed early once this much waits in it. */
+/**
+ * The socket takes frames directly while less than this waits in it (a
+ * corked socket is flushed early once it holds this much); past it frames
+ * wait in the queue until the socket drains. Above the socket's 16 KiB
+ * high-water mark so a busy tick still leaves in few large writes.
+ */
 const FLUSH_BYTES = 64 * 1024
+
+/**
+ * How long a close handshake may take before the socket is cut. Long enough
+ * for a client that stalled (a paused tab, a laptop lid, a debugger) and reads
+ * again to get to the close frame and see its code; a peer that never reads
+ * again costs only the bytes already in the socket until then, and the
+ * heartbeat drops dead peers anyway.
+ */
+const CLOSE_GRACE_MS = 10_000
+/** At shutdown the process waits on every socket: a peer not reading then may not hold it long. */
+const SHUTDOWN_CLOSE_GRACE_MS = 2000
+
+const SLOW_CONSUMER = 'slow consumer: reconnect with ?after=<last seq>'
+/** RFC 6455 allows 123 bytes of close reason. */
+const MAX_CLOSE_REASON_BYTES = 123
 
 export class WsClient implements ClientPort {
   readonly id = randomUUID()
   readonly socket: WebSocket
-  readonly #maxBuffered: number
+  readonly maxBufferedBytes: number
   /** Cleared on each heartbeat; set again by the peer's pong. */
   alive = true
-  #closed = false
+  readonly #raw: Socket | null
+  readonly #queue: SendQueue<string | Buffer>
+  #ended = false
   #corked = false
 
   constructor (socket: WebSocket, maxBufferedBytes: number) {
     this.socket = socket
-    this.#maxBuffered = maxBufferedBytes
+    this.maxBufferedBytes = maxBufferedBytes
+    // ws keeps its net.Socket in `_socket` (no public accessor); without it, frames go straight to ws.
+    this.#raw = (socket as unknown as { _socket?: Socket | null })._socket ?? null
+    this.#queue = new SendQueue<string | Buffer>({
+      write: (chunk) => this.#write(chunk),
+      room: () => this.#raw === null || this.#raw.destroyed || this.#raw.writableLength < FLUSH_BYTES,
+      pending: () => this.socket.bufferedAmount
+    }, maxBufferedBytes, () => this.end('slow_consumer', SLOW_CONSUMER))
+    this.#raw?.on('drain', () => this.#queue.flush())
     socket.on('pong', () => { this.alive = true })
-    socket.once('close', () => { this.#closed = true })
+    socket.once('close', () => {
+      this.#ended = true
+      this.#queue.close()
+    })
   }
 
-  get closed (): boolean { return this.#closed }
+  /** True once ended by the gateway or closed by the peer: sends are dropped. */
+  get ended (): boolean { return this.#ended }
+
+  /** Bytes sent and not yet handed to the kernel: the queue and ws's socket buffer. */
+  buffered (): number { return this.#queue.buffered() }
 
   send (data: string | Buffer): void {
-    if (this.#closed) return
-    if (this.socket.bufferedAmount > this.#maxBuffered) {
-      this.close(closeCodes.slowConsumer, 'slow consumer: reconnect with ?after=<last seq>')
-      return
-    }
+    if (this.#ended) return
+    this.#queue.send(data)
+  }
+
+  /** Null while frames go straight to the socket; else settles once the queue is out and the socket has room (or the client ended). */
+  writable (): Promise<void> | null {
+    if (this.#ended) return null
+    return this.#queue.writable()
+  }
+
+  /** Ends the connection with the close code for `reason` (errors.ts `endCloseCodes`). No-op once ended. */
+  end (reason: EndReason, message: string): void {
+    this.close(endCloseCodes[reason], message)
+  }
+
+  /**
+   * Closes with any code (4029 flood, 1011): drops what is still queued so the
+   * close frame goes next, and cuts the socket if the handshake does not
+   * complete within a grace. No-op once ended.
+   */
+  close (code: number, message: string): void {
+    if (this.#ended) return
+    this.#ended = true
+    this.#queue.close()
+    this.socket.close(code, closeReason(message))
+    const grace = code === closeCodes.serviceRestart ? SHUTDOWN_CLOSE_GRACE_MS : CLOSE_GRACE_MS
+    const timer = setTimeout(() => this.socket.terminate(), grace)
+    timer.unref()
+    this.socket.once('close', () => clearTimeout(timer))
+  }
+
+  #write (data: string | Buffer): void {
     const raw = this.#cork()
     this.socket.send(data, { binary: false })
     // Large batches go out in slices, so what waits in user space stays small.
@@ -52,9 +122,8 @@ export class WsClient implements ClientPort {
 
   /** Corks the socket until the next tick (once per tick); the corked socket, or null. */
   #cork (): Socket | null {
-    // ws keeps its net.Socket in `_socket` (no public accessor); without it, send uncorked.
-    const raw = (this.socket as unknown as { _socket?: Socket | null })._socket
-    if (raw == null || raw.destroyed) return null
+    const raw = this.#raw
+    if (raw === null || raw.destroyed) return null
     if (this.#corked) return raw
     this.#corked = true
     raw.cork()
@@ -64,29 +133,15 @@ export class WsClient implements ClientPort {
     })
     return raw
   }
+}
 
-  /** Null unless the socket's buffer is past its high-water mark; then settles on 'drain' (or close). */
-  writable (): Promise<void> | null {
-    const raw = (this.socket as unknown as { _socket?: Socket | null })._socket
-    if (this.#closed || raw == null || raw.destroyed || !raw.writableNeedDrain) return null
-    return new Promise((resolve) => {
-      const done = (): void => {
-        raw.off('drain', done)
-        raw.off('close', done)
-        resolve()
-      }
-      raw.on('drain', done)
-      raw.on('close', done)
-    })
+/** `message` cut to what a close frame may carry, on a character boundary. */
+function closeReason (message: string): string {
+  if (Buffer.byteLength(message) <= MAX_CLOSE_REASON_BYTES) return message
+  let cut = ''
+  for (const char of message) {
+    if (Buffer.byteLength(cut + char) > MAX_CLOSE_REASON_BYTES) break
+    cut += char
   }
-
-  close (code: number, reason: string): void {
-    if (this.#closed) return
-    this.#closed = true
-    this.socket.close(code, reason)
-    // A peer that does not read will not answer the close handshake either.
-    const timer = setTimeout(() => this.socket.terminate(), 2000)
-    timer.unref()
-    this.socket.once('close', () => clearTimeout(timer))
-  }
+  return cut
 }

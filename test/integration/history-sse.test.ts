@@ -5,96 +5,10 @@
  * stream is detached when the client goes, and ended when it stops reading.
  */
 import assert from 'node:assert/strict'
-import http, { type ClientRequest, type IncomingMessage } from 'node:http'
 import { after, afterEach, before, describe, it } from 'node:test'
 import { type TestGateway, TOKEN_A, eventually, startGateway } from '../support/gateway.js'
-import { Waiters } from '../support/waiters.js'
+import { SseReader } from '../support/sse-reader.js'
 import { hello, readHistory, settled, turn } from './resume-helpers.js'
-
-interface SseEvent {
-  event: string
-  id: string | null
-  data: string
-}
-
-/** A raw SSE reader over node:http: records events and comments, and lets tests wait for them. */
-class SseReader {
-  readonly events: SseEvent[] = []
-  /** Events with an id (recorded frames), parsed, in arrival order. */
-  readonly frames: any[] = []
-  /** `event: gateway` frames (no id), parsed. */
-  readonly gatewayFrames: any[] = []
-  readonly comments: string[] = []
-  status = 0
-  headers: http.IncomingHttpHeaders = {}
-  ended = false
-  readonly #req: ClientRequest
-  #res: IncomingMessage | null = null
-  #buffer = ''
-  readonly #waiters = new Waiters()
-
-  private constructor (req: ClientRequest) {
-    this.#req = req
-  }
-
-  static open (url: string, headers: Record<string, string> = {}): Promise<SseReader> {
-    return new Promise((resolve, reject) => {
-      const req = http.get(url, { headers: { authorization: `Bearer ${TOKEN_A}`, accept: 'text/event-stream', ...headers } })
-      const reader = new SseReader(req)
-      req.once('error', reject)
-      req.once('response', (res) => {
-        reader.#res = res
-        reader.status = res.statusCode ?? 0
-        reader.headers = res.headers
-        res.setEncoding('utf8')
-        res.on('data', (chunk: string) => reader.#feed(chunk))
-        res.once('close', () => { reader.ended = true; reader.#wake() })
-        resolve(reader)
-      })
-    })
-  }
-
-  /** Stops reading (the socket stays open): the server's writes back up. */
-  pause (): void { this.#res?.pause() }
-
-  close (): void { this.#req.destroy() }
-
-  until<T> (check: () => T | undefined | false, timeoutMs = 10_000, what = 'condition'): Promise<T> {
-    return this.#waiters.until(check, timeoutMs, what, () => `last events: ${JSON.stringify(this.events.slice(-3)).slice(0, 1500)}`)
-  }
-
-
-  #feed (chunk: string): void {
-    this.#buffer += chunk
-    const blocks = this.#buffer.split('\n\n')
-    this.#buffer = blocks.pop() as string
-    // Events are separated by a blank line; the server only writes \n line ends.
-    for (const block of blocks) {
-      let event = 'message'
-      let id: string | null = null
-      const data: string[] = []
-      for (const line of block.split('\n')) {
-        if (line.startsWith(':')) { this.comments.push(line.slice(1).trim()); continue }
-        const colon = line.indexOf(':')
-        const field = colon === -1 ? line : line.slice(0, colon)
-        const value = colon === -1 ? '' : line.slice(colon + 1).replace(/^ /, '')
-        if (field === 'event') event = value
-        else if (field === 'id') id = value
-        else if (field === 'data') data.push(value)
-      }
-      if (data.length === 0) continue
-      const e = { event, id, data: data.join('\n') }
-      this.events.push(e)
-      if (id !== null) this.frames.push(JSON.parse(e.data))
-      if (event === 'gateway') this.gatewayFrames.push(JSON.parse(e.data))
-    }
-    this.#wake()
-  }
-
-  #wake (): void {
-    this.#waiters.wake()
-  }
-}
 
 describe('GET /v1/sessions/:id/events/stream', () => {
   let gw: TestGateway
@@ -240,7 +154,9 @@ describe('GET /v1/sessions/:id/events/stream', () => {
       // Shutdown ends open streams (a hijacked response would otherwise hold the server open).
       await quick.close()
       await sse.until(() => sse.ended, 5000, 'stream ended')
-      assert.equal(sse.comments.at(-1), 'gateway shutting down')
+      const last = sse.events.at(-1)
+      assert.equal(last?.event, 'end')
+      assert.deepEqual(JSON.parse(last?.data ?? 'null'), { type: 'gateway', subtype: 'end', reason: 'shutting_down', message: 'gateway shutting down' })
     } finally {
       await quick.close()
     }

@@ -158,9 +158,13 @@ describe('history across a gateway restart (Redis store)', () => {
     assert.equal(listed.status, 'stopped')
     assert.equal(listed.exit.reason, 'lost')
 
+    // What was relayed, then the lost status frame gateway B recorded in the log.
     const history = await readHistory(b, id)
-    assertSameAsHistory(seen, history)
-    assert.equal(snapshot.last_seq, seen[seen.length - 1].seq)
+    assertSameAsHistory(seen, history.slice(0, -1))
+    const lost = history[history.length - 1]
+    assert.equal(lost.seq, seen[seen.length - 1].seq + 1)
+    assert.deepEqual([lost.subtype, lost.status, lost.exit?.reason], ['status', 'stopped', 'lost'])
+    assert.equal(snapshot.last_seq, lost.seq)
 
     await continues(b, id, history)
   })

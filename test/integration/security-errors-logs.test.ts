@@ -15,7 +15,7 @@ import { MemoryStore } from '../../src/store/memory.js'
 import type { SessionRecord } from '../../src/store/store.js'
 import { TOKEN_A, TOKEN_B, TestClient, startGateway } from '../support/gateway.js'
 
-const INTERNAL = { statusCode: 500, code: 'internal', message: 'Internal error' }
+const STORE_UNAVAILABLE = { statusCode: 503, code: 'store_unavailable', message: 'The event store is unavailable' }
 const JWT_SECRET = 'jwt-secret-for-log-test-0123456789-abcdef'
 
 /** A pino logger at level trace writing into an array. */
@@ -47,7 +47,7 @@ function refusedUpgrade (url: string, headers: Record<string, string>): Promise<
 }
 
 describe('internal errors', () => {
-  it('answer exactly {statusCode: 500, code: internal, message: Internal error}, with the details only in the log', async (t) => {
+  it('a failing store is answered exactly {statusCode: 503, code: store_unavailable, message}, with the details only in the log', async (t) => {
     const logs = capture()
     const store = new ExplodingStore({ retention: { maxEventsPerSession: 1000, ttlSecondsAfterEnd: 60 } })
     const gw = await startGateway({ parts: { store, logger: logs.logger } })
@@ -65,12 +65,12 @@ describe('internal errors', () => {
     ]) {
       const res = await fetch(gw.url + path, { method, headers: auth })
       const text = await res.text()
-      assert.equal(res.status, 500, `${method} ${path}`)
-      assert.deepEqual(JSON.parse(text), INTERNAL, `${method} ${path}`)
+      assert.equal(res.status, 503, `${method} ${path}`)
+      assert.deepEqual(JSON.parse(text), STORE_UNAVAILABLE, `${method} ${path}`)
     }
     const up = await refusedUpgrade(`${gw.wsUrl}/v1/sessions/${id}/ws`, auth)
-    assert.equal(up.status, 500)
-    assert.deepEqual(JSON.parse(up.text), INTERNAL)
+    assert.equal(up.status, 503)
+    assert.deepEqual(JSON.parse(up.text), STORE_UNAVAILABLE)
     for (const leak of ['exploded', 'hunter2', '/srv/', 'at ', '.ts', 'stack', 'Error']) assert.ok(!up.text.includes(leak), leak)
 
     assert.match(logs.text(), /store exploded/, 'the operator sees the cause in the log')

@@ -21,6 +21,13 @@ export interface RedisServer {
   start: () => Promise<void>
   /** Kills it at once (SIGKILL) and waits for it to exit. */
   kill: () => Promise<void>
+  /**
+   * Freezes it (SIGSTOP): connections stay open and its data stays, but no
+   * command is answered until `resume()` (SIGCONT). Commands sent meanwhile
+   * run once it resumes, as after a long GC pause or a stalled VM.
+   */
+  pause: () => void
+  resume: () => void
 }
 
 const REDIS_SERVER_BIN = process.env.REDIS_SERVER_BIN ?? '/usr/bin/redis-server'
@@ -85,8 +92,26 @@ export async function startRedisServer (options: RedisServerOptions = {}): Promi
     await end(proc, signal)
   }
 
+  const signal = (name: NodeJS.Signals): void => {
+    if (child === null) throw new Error('redis-server is not running')
+    child.kill(name)
+  }
+  // A frozen server cannot take SIGTERM: thaw it first, whichever way the test ends.
+  const halt2 = async (name: NodeJS.Signals): Promise<void> => {
+    if (child !== null) child.kill('SIGCONT')
+    await halt(name)
+  }
+
   await start()
-  return { url, port, start, stop: () => halt('SIGTERM'), kill: () => halt('SIGKILL') }
+  return {
+    url,
+    port,
+    start,
+    stop: () => halt2('SIGTERM'),
+    kill: () => halt2('SIGKILL'),
+    pause: () => signal('SIGSTOP'),
+    resume: () => signal('SIGCONT')
+  }
 }
 
 /** Signals a process and waits for it to exit, escalating to SIGKILL after 5 s. */

@@ -35,7 +35,17 @@ describe('loadConfig', () => {
     assert.equal(c.eventsMaxPerSession, defaults.EVENTS_MAX_PER_SESSION)
     assert.equal(c.eventsTtlSeconds, defaults.EVENTS_TTL_SECONDS)
     assert.equal(c.storeQueueMax, defaults.STORE_QUEUE_MAX)
+    assert.equal(c.rateLimitPerMinute, defaults.RATE_LIMIT_PER_MINUTE)
+    assert.equal(c.wsUpgradesPerMinute, defaults.WS_UPGRADES_PER_MINUTE)
+    assert.equal(c.wsUpgradesPerMinutePerAddress, defaults.WS_UPGRADES_PER_MINUTE_PER_ADDRESS)
     assert.ok(c.claudeBin.length > 0)
+  })
+
+  it('reads the WebSocket upgrade limits apart from the REST one', () => {
+    const c = loadConfig({ RATE_LIMIT_PER_MINUTE: '5', WS_UPGRADES_PER_MINUTE: '7', WS_UPGRADES_PER_MINUTE_PER_ADDRESS: '3' })
+    assert.equal(c.rateLimitPerMinute, 5)
+    assert.equal(c.wsUpgradesPerMinute, 7)
+    assert.equal(c.wsUpgradesPerMinutePerAddress, 3)
   })
 
   it('treats empty values as unset', () => {
@@ -76,7 +86,9 @@ describe('loadConfig', () => {
     ['LOG_LEVEL', 'loud'],
     ['REDIS_URL', 'http://localhost:6379'],
     ['MAX_LINE_BYTES', '10'],
-    ['WS_MAX_BUFFERED_BYTES', 'lots']
+    ['WS_MAX_BUFFERED_BYTES', 'lots'],
+    ['WS_UPGRADES_PER_MINUTE', '0'],
+    ['WS_UPGRADES_PER_MINUTE_PER_ADDRESS', 'many']
   ]
   for (const [name, value] of bad) {
     it(`refuses ${name}=${value} with a ConfigError naming ${name}`, () => {

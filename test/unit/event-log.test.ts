@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import pino from 'pino'
-import { EventLog, type LogEvent } from '../../src/session/event-log.js'
+import { EventLog, type LogEvent, type OverflowEpisode } from '../../src/session/event-log.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { StoredEvent } from '../../src/store/store.js'
 
@@ -15,6 +15,8 @@ const RETENTION = { maxEventsPerSession: 100_000, ttlSecondsAfterEnd: 0 }
 class GatedStore extends MemoryStore {
   appends: number[][] = []
   failing = false
+  /** Appends are applied but reported as failed (a timed-out command a paused Redis runs later). */
+  appliedButFailing = false
   #gate: Promise<void> | null = null
   #open = (): void => {}
 
@@ -25,7 +27,8 @@ class GatedStore extends MemoryStore {
     this.appends.push(events.map((e) => e.seq))
     if (this.#gate !== null) await this.#gate
     if (this.failing) throw new Error('store down')
-    return super.append(sessionId, events)
+    await super.append(sessionId, events)
+    if (this.appliedButFailing) throw new Error('command timed out')
   }
 }
 
@@ -34,7 +37,9 @@ interface Probe {
   store: GatedStore
   committed: LogEvent[]
   degraded: boolean[]
-  overflow: number[]
+  overflow: OverflowEpisode[]
+  /** What each `onDegraded(false, …)` said the outage dropped. */
+  recovered: Array<OverflowEpisode | null>
   /** Resolves once `check` holds after a commit or a state change. */
   until: (check: () => boolean) => Promise<void>
 }
@@ -50,6 +55,7 @@ function probe (options: { lastSeq?: number, maxUnsaved?: number, store?: GatedS
     committed: [],
     degraded: [],
     overflow: [],
+    recovered: [],
     log: new EventLog({
       sessionId: 's1',
       store,
@@ -57,7 +63,7 @@ function probe (options: { lastSeq?: number, maxUnsaved?: number, store?: GatedS
       maxUnsaved: options.maxUnsaved ?? 1000,
       logger: pino({ level: 'silent' }),
       onCommit: (events) => { p.committed.push(...events); poke() },
-      onDegraded: (d) => { p.degraded.push(d); poke() },
+      onDegraded: (d, lost) => { p.degraded.push(d); if (!d) p.recovered.push(lost); poke() },
       onOverflow: (n) => { p.overflow.push(n); poke() }
     }),
     // The log's retry timer is unref'd: the deadline keeps the process alive meanwhile, and bounds the wait.
@@ -141,12 +147,69 @@ describe('event log', () => {
     for (const t of ['2', '3', '4', '5']) p.log.push(frameFor(t))
     await p.until(() => p.committed.length === 5)
     assert.deepEqual(seqs(p.committed), [1, 2, 3, 4, 5], 'live relay lost nothing')
-    assert.equal(p.overflow.reduce((a, b) => a + b, 0), 2)
+    assert.deepEqual(p.overflow, [{ from: 1, to: 2, dropped: 2 }], 'reported once per outage, at its first drop')
     assert.equal(p.log.unsavedCount, 3)
+    assert.deepEqual(p.log.lostRanges, [[1, 2]], 'the exact range dropped')
+    assert.deepEqual(p.log.lostWithin(1, 5), [[2, 2]], 'clipped to what is asked')
     assert.deepEqual(seqs(await p.log.read(0, 10)), [3, 4, 5])
     p.store.failing = false
     await p.until(() => p.degraded.length === 2)
+    assert.deepEqual(p.recovered, [{ from: 1, to: 2, dropped: 2 }], 'the totals come with the recovery')
     assert.deepEqual(seqs(await p.store.read('s1', 0, 10)), [3, 4, 5])
+    p.log.close()
+  })
+
+  it('a second outage is a new episode: reported again, its range kept beside the first', async () => {
+    const p = probe({ maxUnsaved: 2 })
+    p.store.failing = true
+    for (const t of ['1', '2', '3']) p.log.push(frameFor(t))
+    await p.until(() => p.committed.length === 3)
+    p.store.failing = false
+    await p.until(() => p.degraded.length === 2)
+    p.log.push(frameFor('4'))
+    await p.until(() => p.committed.length === 4)
+    p.store.failing = true
+    for (const t of ['5', '6', '7', '8']) p.log.push(frameFor(t))
+    await p.until(() => p.committed.length === 8)
+    assert.deepEqual(p.overflow.map((e) => e.from), [1, 5])
+    assert.deepEqual(p.log.lostRanges, [[1, 1], [5, 6]])
+    assert.deepEqual(seqs(await p.log.read(0, 10)), [2, 3, 4], 'a page ends where the stored part ends')
+    assert.deepEqual(seqs(await p.log.read(4, 10)), [7, 8], 'held frames are served after it')
+    p.store.failing = false
+    await p.until(() => p.degraded.length === 4)
+    assert.deepEqual(seqs(await p.store.read('s1', 0, 10)), [2, 3, 4, 7, 8])
+    p.log.close()
+  })
+
+  it('frames dropped as unsaved that the store applied after all are not reported lost', async () => {
+    const p = probe({ maxUnsaved: 2 })
+    p.store.appliedButFailing = true
+    for (const t of ['1', '2', '3']) p.log.push(frameFor(t))
+    await p.until(() => p.degraded.length === 1)
+    // The rest really fails: of the dropped range [1, 5], 1..3 reached the store, 4..5 did not.
+    p.store.appliedButFailing = false
+    p.store.failing = true
+    for (const t of ['4', '5', '6', '7']) p.log.push(frameFor(t))
+    await p.until(() => p.committed.length === 7)
+    assert.deepEqual(p.log.lostRanges, [[1, 5]], 'while down, everything dropped counts as lost')
+    p.store.failing = false
+    await p.until(() => p.degraded.length === 2)
+    assert.deepEqual(p.log.lostRanges, [[4, 5]], 'narrowed to what the store lacks')
+    assert.deepEqual(p.recovered, [{ from: 4, to: 5, dropped: 2 }])
+    assert.deepEqual(seqs(await p.store.read('s1', 0, 10)), [1, 2, 3, 6, 7])
+    p.log.close()
+  })
+
+  it('an outage whose dropped frames all reached the store reports nothing lost', async () => {
+    const p = probe({ maxUnsaved: 1 })
+    p.store.appliedButFailing = true
+    for (const t of ['1', '2', '3']) p.log.push(frameFor(t))
+    await p.until(() => p.degraded.length === 1)
+    assert.equal(p.overflow.length, 1)
+    p.store.appliedButFailing = false
+    await p.until(() => p.degraded.length === 2)
+    assert.deepEqual(p.log.lostRanges, [])
+    assert.deepEqual(p.recovered, [null])
     p.log.close()
   })
 })
