@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --soak 10m] [-- --only a,b] [-- --profile | --heap-profile] [-- --memory-store]`
+ * `npm run bench [-- --quick] [-- --soak 10m] [-- --only a,b] [-- --profile | --heap-profile] [-- --memory-store] [-- --faults]`
  *
  * Measures the gateway (bench/gateway-proc.ts, Redis store on, own process)
  * against baselines measured in the same run: a raw pipe (bench/raw-pipe.mjs:
@@ -10,6 +10,8 @@
  * --quick: quick.json; --only: partial.json). --profile (--heap-profile)
  * CPU-profiles (allocation-profiles) the gateway during each measured phase
  * into .tmp/bench-prof/; summarise with bench/profile-summary.mjs.
+ * --faults runs only the fault suite (bench/faults.ts: faults.md and faults.json;
+ * with --quick, smaller sizes and faults-quick.json only).
  * See docs/PERFORMANCE.md for how to read it.
  */
 import { execFileSync } from 'node:child_process'
@@ -22,10 +24,11 @@ import {
 } from './lib.js'
 import { ioredisPipelineLoop, redisBenchmark, redisRoundTrip, storeAppendLoop } from './redis-baseline.js'
 import { measureSandbox, median } from './sandbox.js'
+import { FULL_SIZES, QUICK_SIZES, renderFaults, runFaultSuite } from './faults.js'
 
 // ---------------------------------------------------------------- options
 
-interface Options { quick: boolean, soakMs: number | null, only: Set<string> | null, profile: 'cpu' | 'heap' | 'heap-survivors' | null, memoryStore: boolean }
+interface Options { quick: boolean, soakMs: number | null, only: Set<string> | null, profile: 'cpu' | 'heap' | 'heap-survivors' | null, memoryStore: boolean, faults: boolean }
 
 function parseDuration (text: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim())
@@ -35,7 +38,7 @@ function parseDuration (text: string): number {
 }
 
 function parseArgs (argv: string[]): Options {
-  const o: Options = { quick: false, soakMs: null, only: null, profile: null, memoryStore: false }
+  const o: Options = { quick: false, soakMs: null, only: null, profile: null, memoryStore: false, faults: false }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string
     const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined]
@@ -47,11 +50,13 @@ function parseArgs (argv: string[]): Options {
     else if (flag === '--heap-profile') o.profile = 'heap'
     else if (flag === '--survivor-profile') o.profile = 'heap-survivors'
     else if (flag === '--memory-store') o.memoryStore = true
+    else if (flag === '--faults') o.faults = true
     else if (flag === '--help' || flag === '-h') {
-      process.stdout.write('npm run bench -- [--quick] [--soak 10m] [--only redis,latency1,latency10,saturation,fanout,permission,replay,idle,sessions,sandbox] [--profile | --heap-profile | --survivor-profile] [--memory-store]\n')
+      process.stdout.write('npm run bench -- [--quick] [--soak 10m] [--only redis,latency1,latency10,saturation,fanout,permission,replay,idle,sessions,sandbox] [--profile | --heap-profile | --survivor-profile] [--memory-store] [--faults]\n')
       process.exit(0)
     } else throw new Error(`unknown option ${a}`)
   }
+  if (o.faults && (o.soakMs !== null || o.only !== null || o.profile !== null || o.memoryStore)) throw new Error('--faults runs the fault suite alone (with --quick at most)')
   return o
 }
 
@@ -611,8 +616,29 @@ function render (m: Record<string, string>, loadStart: number[], loadEnd: number
 
 // ---------------------------------------------------------------- main
 
+/** --faults: the fault suite alone; its own table (faults.md) and JSON. */
+async function faults (): Promise<void> {
+  const m = machine()
+  const loadStart = loadavg()
+  const started = Date.now()
+  const sizes = Q ? QUICK_SIZES : FULL_SIZES
+  const rows = await runFaultSuite(sizes)
+  const loadEnd = loadavg()
+  const md = renderFaults(rows, [
+    `Machine: ${m.cpu}, ${m.cores} cores, ${m.ram} RAM, ${m.os}; Node ${m.node}, Redis ${m.redis}`,
+    `Date: ${m.date}; mode: ${Q ? 'quick' : 'full'}; took ${((Date.now() - started) / 1000).toFixed(0)} s`,
+    `Load average (1/5/15 min) at start ${loadStart.map((x) => x.toFixed(2)).join(' / ')}, at end ${loadEnd.map((x) => x.toFixed(2)).join(' / ')}`
+  ])
+  const base = Q ? 'faults-quick' : 'faults'
+  if (!Q) writeFileSync(join(RESULTS, 'faults.md'), md)
+  writeFileSync(join(RESULTS, `${base}.json`), JSON.stringify({ machine: m, sizes, load: { start: loadStart, end: loadEnd }, duration_s: (Date.now() - started) / 1000, rows }, null, 2))
+  process.stdout.write('\n' + md)
+  log(`faults done in ${((Date.now() - started) / 1000).toFixed(1)} s; wrote bench/results/${Q ? '' : 'faults.md and '}${base}.json`)
+}
+
 async function main (): Promise<void> {
   mkdirSync(RESULTS, { recursive: true })
+  if (opts.faults) return await faults()
   if (opts.profile !== null) {
     mkdirSync(PROFILE_DIR, { recursive: true })
     log(`${opts.profile === 'cpu' ? 'CPU' : opts.profile === 'heap' ? 'heap allocation' : 'GC survivor'} profiles of the gateway go to ${PROFILE_DIR}`)
