@@ -12,8 +12,16 @@
  * Frames sent in one tick (a committed batch) leave in one socket write: the
  * socket is corked at the first send and uncorked on the next tick, instead
  * of one writev system call per frame. Same bytes, same order.
+ *
+ * Without permessage-deflate (the default), frames are built here and written
+ * to the socket directly: a Buffer sent to every client of a session (one
+ * event) is framed once, not once per client. ws writes its own frames
+ * (pings, the close frame) to the same socket at once, with nothing held in
+ * its Sender while it does not compress, so the order of calls is the order
+ * on the wire; its `bufferedAmount` counts what waits in the socket either way.
  */
 import { randomUUID } from 'node:crypto'
+import { createRequire } from 'node:module'
 import type { Socket } from 'node:net'
 import type { WebSocket } from 'ws'
 import { closeCodes, endCloseCodes } from '../errors.js'
@@ -50,6 +58,8 @@ export class WsClient implements ClientPort {
   /** Cleared on each heartbeat; set again by the peer's pong. */
   alive = true
   readonly #raw: Socket | null
+  /** Frames built here go straight to `#raw` (no extension negotiated: nothing for ws to transform). */
+  readonly #framesHere: boolean
   readonly #queue: SendQueue<string | Buffer>
   #ended = false
   #corked = false
@@ -59,6 +69,7 @@ export class WsClient implements ClientPort {
     this.maxBufferedBytes = maxBufferedBytes
     // ws keeps its net.Socket in `_socket` (no public accessor); without it, frames go straight to ws.
     this.#raw = (socket as unknown as { _socket?: Socket | null })._socket ?? null
+    this.#framesHere = this.#raw !== null && socket.extensions === ''
     this.#queue = new SendQueue<string | Buffer>({
       write: (chunk) => this.#write(chunk),
       room: () => this.#raw === null || this.#raw.destroyed || this.#raw.writableLength < FLUSH_BYTES,
@@ -80,7 +91,8 @@ export class WsClient implements ClientPort {
 
   send (data: string | Buffer): void {
     if (this.#ended) return
-    this.#queue.send(data)
+    // Queued as the whole WebSocket frame, so what the budget counts is what the socket will hold.
+    this.#queue.send(this.#framesHere ? textFrame(data) : data)
   }
 
   /** Null while frames go straight to the socket; else settles once the queue is out and the socket has room (or the client ended). */
@@ -112,7 +124,12 @@ export class WsClient implements ClientPort {
 
   #write (data: string | Buffer): void {
     const raw = this.#cork()
-    this.socket.send(data, { binary: false })
+    if (this.#framesHere) {
+      // As ws.send: nothing goes out once the socket is closing (ws drops such sends too).
+      if (raw !== null && this.socket.readyState === OPEN) raw.write(data)
+    } else {
+      this.socket.send(data, { binary: false })
+    }
     // Large batches go out in slices, so what waits in user space stays small.
     if (raw !== null && raw.writableLength >= FLUSH_BYTES) {
       raw.uncork()
@@ -133,6 +150,34 @@ export class WsClient implements ClientPort {
     })
     return raw
   }
+}
+
+const OPEN = 1
+
+/** ws's own frame builder: ws exports its Sender (lib/sender.js), @types/ws does not declare it. */
+interface FrameOptions { fin: boolean, rsv1: boolean, opcode: number, mask: boolean, readOnly: boolean }
+const { Sender } = createRequire(import.meta.url)('ws') as { Sender: { frame: (data: Buffer, options: FrameOptions) => Buffer[] } }
+/** A server's text frame: FIN, no compression, unmasked (RFC 6455 5.1). */
+const TEXT: FrameOptions = { fin: true, rsv1: false, opcode: 1, mask: false, readOnly: false }
+
+/**
+ * The last payload framed and its frame: a broadcast sends the same Buffer to
+ * each client of the session in turn, so all but the first find it here.
+ */
+let lastPayload: Buffer | null = null
+let lastFrame: Buffer = Buffer.alloc(0)
+
+/** A complete text frame, header and payload in one Buffer (one entry in the send queue). */
+function textFrame (data: string | Buffer): Buffer {
+  if (data === lastPayload) return lastFrame
+  const payload = typeof data === 'string' ? Buffer.from(data) : data
+  const parts = Sender.frame(payload, TEXT)
+  const frame = parts.length === 1 ? parts[0] as Buffer : Buffer.concat(parts)
+  if (typeof data !== 'string') {
+    lastPayload = data
+    lastFrame = frame
+  }
+  return frame
 }
 
 /** `message` cut to what a close frame may carry, on a character boundary. */
