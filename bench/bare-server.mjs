@@ -1,17 +1,20 @@
 #!/usr/bin/env node
-// Bare baselines for the scenarios where the raw pipe does not apply (resume,
+// Bare baselines for the scenarios where the relay does not apply (resume,
 // history, idle clients, sessions). The same job as the gateway, done the most
-// direct way with node:http, ws and ioredis: no auth, no routing, no zod, no
-// session state. The gateway's figure divided by this one is what the
-// gateway's own code costs on top of the work itself.
+// direct way known with node:http, ws and ioredis: no auth, no routing, no zod,
+// no session state; pages read as Buffers (no UTF-8 decoding) and written in
+// one batch. The gateway's figure divided by this one is what the gateway's
+// own code costs on top of the work itself.
 //
 //   node --expose-gc bench/bare-server.mjs [--redis <url>]
 //
 // Prints {"port":n,"pid":n} on stdout once listening. Serves:
 //   GET /events?key=&after=&limit=  XRANGE key (after+1)-0 + COUNT limit, answered
 //                                   as {"events":[<stored frames>],"has_more":..,"next_after":..}
+//                                   in one write
 //   WebSocket /replay?key=&after=   a hello frame, then the stream after `after`
-//                                   in pages of 1000 (XRANGE), each frame as stored
+//                                   in pages of 1000 (XRANGE), each page's frames
+//                                   built once and written to the socket at once
 //   WebSocket /idle                 a hello frame, then nothing: held open
 // Commands on stdin, one per line, each answered with one JSON line:
 //   stats                 {"rss":..,"heap_used":..} after a full GC
@@ -24,17 +27,19 @@ import { spawn } from 'node:child_process'
 import { createServer } from 'node:http'
 import { createInterface } from 'node:readline'
 import { Redis } from 'ioredis'
-import { WebSocketServer } from 'ws'
+import { Sender, WebSocketServer } from 'ws'
 
 const PAGE = 1000
+const FRAME = { fin: true, opcode: 1, mask: false, readOnly: true, rsv1: false }
+const COMMA = Buffer.from(',')
 const redisAt = process.argv.indexOf('--redis')
 const redis = new Redis(redisAt === -1 ? 'redis://127.0.0.1:6379' : process.argv[redisAt + 1])
 const children = []
 
-/** Up to `limit` stored frames after `after`, as strings. */
+/** Up to `limit` stored frames after `after`, as Buffers. */
 async function page (key, after, limit) {
-  const entries = await redis.xrange(key, `${after + 1}-0`, '+', 'COUNT', limit)
-  return entries.map((e) => ({ seq: Number(e[0].slice(0, e[0].indexOf('-'))), frame: e[1][1] }))
+  const entries = await redis.xrangeBuffer(key, `${after + 1}-0`, '+', 'COUNT', limit)
+  return entries.map((e) => ({ seq: Number(e[0].toString('latin1', 0, e[0].indexOf(45))), frame: e[1][1] }))
 }
 
 const server = createServer((req, res) => {
@@ -45,8 +50,12 @@ const server = createServer((req, res) => {
     const hasMore = events.length > limit
     const kept = hasMore ? events.slice(0, limit) : events
     const last = kept.length > 0 ? kept[kept.length - 1].seq : null
-    res.writeHead(200, { 'content-type': 'application/json' })
-    res.end(`{"events":[${kept.map((e) => e.frame).join(',')}],"has_more":${hasMore},"next_after":${hasMore ? last : 'null'}}`)
+    const parts = [Buffer.from('{"events":[')]
+    for (let i = 0; i < kept.length; i++) { if (i > 0) parts.push(COMMA); parts.push(kept[i].frame) }
+    parts.push(Buffer.from(`],"has_more":${hasMore},"next_after":${hasMore ? last : 'null'}}`))
+    const body = Buffer.concat(parts)
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length })
+    res.end(body)
   }, (err) => { res.writeHead(500); res.end(String(err)) })
 })
 
@@ -63,7 +72,11 @@ wss.on('connection', (ws, req) => {
     let after = Number(url.searchParams.get('after') ?? 0)
     for (;;) {
       const events = await page(key, after, PAGE)
-      for (const e of events) ws.send(e.frame)
+      if (events.length > 0) {
+        const parts = []
+        for (const e of events) for (const b of Sender.frame(e.frame, FRAME)) parts.push(b)
+        ws._socket.write(Buffer.concat(parts))
+      }
       if (events.length < PAGE) break
       after = events[events.length - 1].seq
       // Like the gateway's replay: let the socket drain before the next page.

@@ -9,7 +9,7 @@
 // the generator's send time carried in the frame ("bench":{"i":..,"t":ns}).
 // Both are CLOCK_MONOTONIC on the same machine.
 //
-// Modes: stream | permission | replay | idle | sessions | soak (see each below).
+// Modes: stream | multi | permission | replay | idle | sessions | soak (see each below).
 import { createInterface } from 'node:readline'
 import WebSocket from 'ws'
 
@@ -191,6 +191,72 @@ async function stream () {
   return { clients: n, connect_ms: connectMs, turns }
 }
 
+// ---------------------------------------------------------------- multi
+// Many sessions at once (the scaling curve): cfg.sessions (ids; the relay
+// takes 0..N-1), cfg.per_session clients each (the first the controller).
+// For each turn every controller sends the spec with its own phase (k/N, so
+// the sessions' lines are spread over each interval rather than bunched),
+// and every client records the latency of each bench line until its result.
+async function multi () {
+  const ids = cfg.sessions
+  const per = cfg.per_session ?? 1
+  const clients = []
+  const onFrame = (c) => (data, recv) => {
+    const head = data.toString('latin1', 0, Math.min(data.length, 160))
+    const m = BENCH_RE.exec(head)
+    if (m !== null) {
+      const i = Number(m[1])
+      if (i !== c.expectI) c.disorder++
+      c.expectI = i + 1
+      if (c.got < c.lat.length) c.lat[c.got] = (recv - Number(m[2])) / 1e6
+      c.got++
+      return
+    }
+    if (data.length < 2048 && data.toString().includes('"type":"result"')) c.doneResolve?.()
+  }
+  const t0 = hr()
+  await pool(ids.length * per, 100, async (j) => {
+    const c = { s: Math.floor(j / per), k: j % per, lat: new Float64Array(0), got: 0, expectI: 0, disorder: 0, done: null, doneResolve: null, closeCode: null }
+    clients[j] = c
+    c.ws = await open({ role: c.k === 0 ? 'controller' : 'observer' }, onFrame(c), (code) => { c.closeCode = code; c.doneResolve?.() }, String(ids[c.s]))
+  })
+  const connectMs = (hr() - t0) / 1e6
+  const turns = []
+  for (const turn of cfg.turns) {
+    const lines = turn.spec.lines ?? 0
+    for (const c of clients) {
+      c.lat = new Float64Array(lines)
+      c.got = 0; c.expectI = 0; c.disorder = 0
+      c.done = new Promise((resolve) => { c.doneResolve = resolve })
+    }
+    if (cfg.wait_go) {
+      emit({ event: 'ready' })
+      await nextCommand()
+    }
+    const start = hr()
+    for (const c of clients) if (c.k === 0) c.ws.send(userFrame({ ...turn.spec, phase: c.s / ids.length }))
+    await Promise.race([Promise.all(clients.map((c) => c.done)), timeout(cfg.timeout_ms ?? 120_000, 'multi turn result')])
+    const spanS = (hr() - start) / 1e9
+    if (!turn.measure) continue
+    let n = 0
+    for (const c of clients) n += Math.min(c.got, lines)
+    const all = new Float64Array(n)
+    let at = 0
+    for (const c of clients) { all.set(c.lat.subarray(0, Math.min(c.got, lines)), at); at += Math.min(c.got, lines) }
+    turns.push({
+      spec: turn.spec,
+      latency_ms: stats(all),
+      frames: n,
+      span_s: spanS,
+      missing: clients.reduce((s, c) => s + Math.max(0, lines - c.got), 0),
+      disorder: clients.reduce((s, c) => s + c.disorder, 0),
+      closed: clients.filter((c) => c.closeCode !== null).map((c) => c.closeCode)
+    })
+  }
+  for (const c of clients) c.ws.close()
+  return { sessions: ids.length, per_session: per, connect_ms: connectMs, turns }
+}
+
 // ---------------------------------------------------------------- permission
 // One controller answers every can_use_tool prompt with allow at once; the
 // generator measures each round trip and reports them in its result line.
@@ -261,9 +327,11 @@ async function replay () {
   }
   const expected = resultSeq - after
 
-  // One extra, unreported run of each first: the replay and history code paths
-  // are cold (JIT) the first time in a gateway process.
+  // One extra run of each first, reported apart (first_*): the replay and
+  // history code paths are cold (JIT) the first time in a gateway process.
   const resume = []
+  let firstResume = null
+  const firstPages = []
   for (let r = -1; r < cfg.resume_reps; r++) {
     await sleep(50)
     const t0 = hr()
@@ -289,6 +357,7 @@ async function replay () {
     const ms = (hr() - t0) / 1e6
     ws.close()
     if (r >= 0) resume.push({ ms, open_ms: openMs, first_frame_ms: firstFrameMs, count, expected, bad })
+    else firstResume = { ms, open_ms: openMs, first_frame_ms: firstFrameMs, count, expected, bad }
   }
 
   const pages = []
@@ -306,6 +375,7 @@ async function replay () {
       if (res.status !== 200) throw new Error(`history page: ${res.status} ${text.slice(0, 200)}`)
       const body = JSON.parse(text)
       if (r >= 0) pages.push({ ms, events: body.events.length, bytes: text.length })
+      else firstPages.push(ms)
       for (const e of body.events) { if (e.seq !== cursor + 1) pageChecks.bad++; cursor = e.seq; if (r >= 0) pageChecks.events++ }
       if (!body.has_more) break
     }
@@ -316,6 +386,8 @@ async function replay () {
     last_seq: resultSeq,
     resume,
     resume_ms: stats(resume.map((x) => x.ms)),
+    first_resume: firstResume,
+    first_history_page_ms: stats(firstPages),
     history_page_ms: stats(pages.map((p) => p.ms)),
     history_pages: pages.length,
     history_page_events: stats(pages.map((p) => p.events)),
@@ -529,7 +601,7 @@ async function soak () {
   }
 }
 
-const modes = { stream, permission, replay, idle, sessions, soak }
+const modes = { stream, multi, permission, replay, idle, sessions, soak }
 const fn = modes[cfg.mode]
 if (fn === undefined) {
   emit({ error: `unknown mode ${cfg.mode}` })

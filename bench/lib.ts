@@ -1,11 +1,12 @@
 /**
  * Process plumbing for bench/run.ts: the gateway under test (bench/gateway-proc.ts),
- * the raw-pipe baseline (bench/raw-pipe.mjs) and client processes
+ * the baselines (bench/relay.mjs, the naive bench/raw-pipe.mjs, bench/bare-server.mjs),
+ * the many-session generator (bench/multi-gen.mjs) and client processes
  * (bench/clients.mjs), each a child process; Redis key clean-up; /proc reads.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
+import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -43,8 +44,22 @@ export function procRss (pid: number): number {
   return m === null ? 0 : Number(m[1]) * 1024
 }
 
-/** CPU time (user + system, all threads) a process has used, in ms, from /proc/<pid>/stat. */
+/**
+ * CPU time a process has used, in ms: the sum of its threads' time on a CPU
+ * from /proc/<pid>/task/<tid>/schedstat (ns resolution: a short turn of a
+ * few dozen lines is far below /proc/<pid>/stat's 10 ms ticks), or
+ * user + system from /proc/<pid>/stat where schedstat is missing. Node's
+ * threads live as long as the process, so no thread's time drops out of the
+ * sum between two readings.
+ */
 export function procCpuMs (pid: number): number {
+  try {
+    let ns = 0
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try { ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]) } catch { /* thread gone */ }
+    }
+    if (ns > 0) return ns / 1e6
+  } catch { /* no schedstat */ }
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   // utime and stime are fields 14 and 15 of the whole line (11 and 12 after the command).
@@ -136,6 +151,11 @@ export async function startGateway (options: GatewayOptions = {}): Promise<Gatew
     MAX_SESSIONS_PER_TENANT: '1000',
     MAX_CLIENTS_PER_SESSION: '20000',
     RATE_LIMIT_PER_MINUTE: '10000000',
+    // 10,000 idle clients and 1,500 scaling clients connect from one address within seconds.
+    WS_UPGRADES_PER_MINUTE: '10000000',
+    WS_UPGRADES_PER_MINUTE_PER_ADDRESS: '10000000',
+    MAX_CONNECTIONS: '1000000',
+    MAX_CONNECTIONS_PER_TENANT: '1000000',
     WS_MAX_FRAMES_PER_SEC: '100000',
     EVENTS_MAX_PER_SESSION: '5000000',
     TENANT_CONFIG_DIRS: 'false',
@@ -283,6 +303,72 @@ export async function startRawPipe (storeKey?: string): Promise<RawPipe> {
   const args = [join(BENCH_DIR, 'raw-pipe.mjs'), ...(storeKey === undefined ? [] : ['--store', REDIS_URL, storeKey])]
   const helper = await startHelper('raw pipe', args)
   return { pid: helper.pid, ws: `ws://127.0.0.1:${helper.port}`, close: helper.close }
+}
+
+/** The relay baseline's Redis mode: none, or store-before-send as one pipeline / one script call per chunk. */
+export type RelayStore = 'none' | 'pipeline' | 'script'
+
+export interface Relay {
+  pid: number
+  ws: string
+  store: RelayStore
+  /** The Redis stream of session k (store modes). */
+  key: (k: number) => string
+  /** RSS and heap after a full GC. */
+  stats: () => Promise<{ rss: number, heap_used: number }>
+  close: () => Promise<void>
+}
+
+/**
+ * Starts bench/relay.mjs: the batched relay (frames built once, one write per
+ * client per chunk), optionally storing each chunk in Redis before sending it,
+ * with `sessions` CLIs (`cli`, default bench/load-cli.mjs).
+ */
+export async function startRelay (store: RelayStore, options: { sessions?: number, cli?: string } = {}): Promise<Relay> {
+  const prefix = `cgwbench:${process.pid}-${randomBytes(4).toString('hex')}:`
+  const args = ['--expose-gc', join(BENCH_DIR, 'relay.mjs'), '--sessions', String(options.sessions ?? 1), '--prefix', prefix]
+  if (options.cli !== undefined) args.push('--cli', options.cli)
+  if (store !== 'none') args.push('--store', store, '--redis', REDIS_URL)
+  livePrefixes.add(prefix)
+  const helper = await startHelper(`relay (${store})`, args)
+  return {
+    pid: helper.pid,
+    ws: `ws://127.0.0.1:${helper.port}`,
+    store,
+    key: (k) => `${prefix}{s${k}}:events`,
+    stats: async () => await helper.command('stats'),
+    async close () {
+      await helper.close()
+      await deleteKeys(prefix)
+      livePrefixes.delete(prefix)
+    }
+  }
+}
+
+export interface MultiGen {
+  pid: number
+  /** A CLAUDE_BIN for the gateway and --cli for the relay: one socat per session, connected to this generator. */
+  cli: string
+  close: () => Promise<void>
+}
+
+/** Starts bench/multi-gen.mjs on a socket in a fresh temporary folder, with a socat CLI script beside it. */
+export async function startMultiGen (): Promise<MultiGen> {
+  const dir = mkdtempSync(join(tmpdir(), 'cgw-bench-gen-'))
+  const socket = join(dir, 'gen.sock')
+  const cli = join(dir, 'cli.sh')
+  // The gateway passes the CLI a filtered environment, so the socket path is written into the script.
+  writeFileSync(cli, `#!/bin/sh\nexec socat - UNIX-CONNECT:${socket}\n`)
+  chmodSync(cli, 0o755)
+  const helper = await startHelper('multi-gen', [join(BENCH_DIR, 'multi-gen.mjs'), socket])
+  return {
+    pid: helper.pid,
+    cli,
+    async close () {
+      await helper.close()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }
 }
 
 export interface BareServer {

@@ -1,14 +1,17 @@
 #!/usr/bin/env node
-// Raw-pipe baseline: the same load generator, its stdout lines forwarded as-is
-// to every connected WebSocket client over a bare `ws` server. No JSON
-// parsing, no seq, no store, no routing, no auth: just newline splitting and
-// ws.send. Client text frames are written to the generator's stdin verbatim
-// (one line each). Prints {"port":n} on stdout once listening; SIGTERM ends it.
+// The naive pipe, kept only as a labelled extra row of the bench (issue 14):
+// the same load generator, its stdout lines forwarded as-is to every
+// connected WebSocket client over a bare `ws` server, one ws.send (one frame
+// built, one corked write) per line per client. The real baseline is
+// bench/relay.mjs, which batches per chunk and builds each frame once.
+// Client text frames are written to the generator's stdin verbatim (one line
+// each). Prints {"port":n} on stdout once listening; SIGTERM ends it.
 //
 // With `--store <redis url> <key>` each line is first written to a Redis
 // stream (one plain `XADD key MAXLEN ~ 100000 * f <line>` per line, over
-// ioredis) and sent to the clients when Redis acknowledges it, in order: the
-// least any store-before-relay design pays, without the gateway's own work.
+// ioredis) and sent to the clients when Redis acknowledges it, in order. The
+// bench no longer uses it: one XADD per line is slower than the gateway's
+// batch append; bench/relay.mjs --store stores a chunk in one round trip.
 import { spawn } from 'node:child_process'
 import { createServer } from 'node:http'
 import { fileURLToPath } from 'node:url'

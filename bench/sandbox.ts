@@ -18,7 +18,9 @@ export interface SandboxRun {
 export async function measureSandbox (runs: number, turnsPerRun: number, env: Record<string, string>): Promise<SandboxRun[]> {
   const out: SandboxRun[] = []
   for (const mode of ['none', 'bwrap'] as const) {
-    const gw = await startGateway({ claudeBin: LIGHT_CLI, env: { ...env, SANDBOX: mode, TENANT_CONFIG_DIRS: 'true' } })
+    // INITIALIZE_HOLD_MS=0: no SDK client sends its own initialize here, and the hold (2 s by
+    // default) would be measured as start-up on both sides instead of the sandbox's cost.
+    const gw = await startGateway({ claudeBin: LIGHT_CLI, env: { ...env, SANDBOX: mode, TENANT_CONFIG_DIRS: 'true', INITIALIZE_HOLD_MS: '0' } })
     try {
       await oneRun(gw, turnsPerRun) // warm-up, not counted (lazy code, first bwrap exec)
       const r: SandboxRun = { mode, start_ms: [], turn_ms: [] }
