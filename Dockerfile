@@ -40,6 +40,6 @@ EXPOSE 8080
 # /readyz's JSON (store.state, shutting_down) instead of its status code.
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "/app/docker/healthcheck.mjs"]
-# HOST=0.0.0.0 needs GATEWAY_TOKENS or GATEWAY_TOKENS_FILE (the gateway refuses to start without one); prefer the _FILE form (docker/compose.yaml).
+# HOST=0.0.0.0 needs GATEWAY_TOKENS(_FILE) or a JWT key (JWT_SECRET(_FILE)/JWT_PUBLIC_KEY(_FILE)); the gateway refuses to start without one. Prefer the _FILE forms (docker/compose.yaml).
 ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["node", "dist/src/server.js"]

@@ -263,6 +263,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, options: LoadC
       ? null
       : { secret: e.JWT_SECRET, publicKey: e.JWT_PUBLIC_KEY, tenantClaim: e.JWT_TENANT_CLAIM, issuer: e.JWT_ISSUER, audience: e.JWT_AUDIENCE, maxTtlSeconds: e.JWT_MAX_TTL_SECONDS }
   }
+  const open = openHostProblem(config)
+  if (open !== null) throw new ConfigError(`invalid configuration:\n  ${open}`)
   const unsandboxed = unsandboxedProblem(config)
   if (unsandboxed !== null) throw new ConfigError(`invalid configuration:\n  ${unsandboxed}`)
   const overlap = dataDirProblem(config)
@@ -283,6 +285,16 @@ function dataDirProblem (config: Config): string | null {
   if (data !== root && !data.startsWith(root.endsWith(sep) ? root : root + sep)) return null
   return `WORKSPACE_ROOT: ${root} holds DATA_DIR (${data}); a tenant's workspace could then be the gateway's data. ` +
     'Put WORKSPACE_ROOT beside or inside DATA_DIR (the default is $DATA_DIR/workspaces)'
+}
+
+/**
+ * With neither GATEWAY_TOKENS nor a JWT key the gateway makes up a token and
+ * prints it to its terminal: fine for one person on this machine, not for a
+ * listener others reach. Any configured credential (tokens or JWTs) will do.
+ */
+function openHostProblem (config: Config): string | null {
+  if (isLoopback(config.host) || config.tokens !== null || config.jwt !== null) return null
+  return `HOST: ${config.host} is not loopback; set GATEWAY_TOKENS (or GATEWAY_TOKENS_FILE) or JWT_SECRET/JWT_PUBLIC_KEY to listen beyond this machine`
 }
 
 /**

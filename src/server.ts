@@ -5,7 +5,6 @@
  */
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig } from './config.js'
-import { isLoopback } from './net/loopback.js'
 
 async function main (): Promise<void> {
   let config
@@ -17,10 +16,6 @@ async function main (): Promise<void> {
       process.exit(2)
     }
     throw err
-  }
-  if (config.tokens === null && !isLoopback(config.host)) {
-    process.stderr.write(`invalid configuration:\n  HOST: ${config.host} is not loopback; set GATEWAY_TOKENS (or GATEWAY_TOKENS_FILE) to listen beyond this machine\n`)
-    process.exit(2)
   }
 
   const app = await buildApp(config)

@@ -120,4 +120,15 @@ describe('loadConfig', () => {
       if (secret.length >= 4) assert.ok(!message.includes(secret), 'the token itself is not echoed')
     })
   }
+
+  it('refuses a non-loopback HOST with no credential configured, and accepts tokens or a JWT key alone', () => {
+    const message = configError(() => loadConfig({ HOST: '0.0.0.0' }))
+    assert.match(message, /\bHOST\b/)
+    assert.match(message, /GATEWAY_TOKENS/)
+    assert.match(message, /JWT_SECRET/)
+    // The JWT-only deployment docs/SECURITY.md describes (the check used to live in server.ts and refused it).
+    assert.equal(loadConfig({ HOST: '0.0.0.0', JWT_SECRET: 'j'.repeat(32) }).host, '0.0.0.0')
+    assert.equal(loadConfig({ HOST: '0.0.0.0', GATEWAY_TOKENS: `${GOOD_TOKEN}=tenant-a` }).host, '0.0.0.0')
+    assert.equal(loadConfig({ HOST: '::1' }).host, '::1')
+  })
 })
