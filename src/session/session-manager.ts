@@ -202,16 +202,10 @@ export class SessionManager {
     }
     const existing = this.#sessions.get(id)
     if (existing !== undefined) return existing
-    // Events written after the record's last save are in the store: continue after them.
-    // Read only for their seqs: the byte budget keeps a page of 16 MiB lines out of memory.
-    let last = record.last_seq
-    for (;;) {
-      const from = last
-      const page = await this.#stored('read a session log', () => this.#o.store.read(id, from, 1000, 1024 * 1024))
-      if (page.length === 0) break
-      last = (page[page.length - 1] as { seq: number }).seq
-    }
-    record.last_seq = last
+    // Events written after the record's last save are in the store: continue after them
+    // (never below the record's own last_seq: the store may have lost or trimmed its log).
+    const stored = await this.#stored('read a session log', () => this.#o.store.lastSeq(id))
+    record.last_seq = Math.max(record.last_seq, stored ?? 0)
     const session = this.#instantiate(record)
     // Its CLI belonged to a gateway process that is gone: recorded like any other end
     // (a status frame in its log, then the record), so followers and resuming clients learn it.

@@ -65,6 +65,11 @@ export class MemoryStore implements EventStore {
     return log === undefined || log.length === 0 ? null : (log[0] as StoredEvent).seq
   }
 
+  async lastSeq (sessionId: string): Promise<number | null> {
+    const log = this.#entry(sessionId, false)?.events
+    return log === undefined || log.length === 0 ? null : (log[log.length - 1] as StoredEvent).seq
+  }
+
   async putSession (record: SessionRecord): Promise<void> {
     const entry = this.#entry(record.id, true) as Entry
     entry.record = structuredClone(record)

@@ -278,6 +278,12 @@ export class RedisStore implements EventStore {
     return first === undefined ? null : seqOf(first[0])
   }
 
+  async lastSeq (sessionId: string): Promise<number | null> {
+    const entries = await this.#client.xrevrange(this.#events(sessionId), '+', '-', 'COUNT', 1)
+    const last = entries[0]
+    return last === undefined ? null : seqOf(last[0])
+  }
+
   async putSession (record: SessionRecord): Promise<void> {
     const meta = this.#meta(record.id)
     const events = this.#events(record.id)

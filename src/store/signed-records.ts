@@ -44,6 +44,7 @@ export class SignedStore implements EventStore {
   append (sessionId: string, events: StoredEvent[]): Promise<void> { return this.#inner.append(sessionId, events) }
   read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> { return this.#inner.read(sessionId, after, limit, maxBytes) }
   firstSeq (sessionId: string): Promise<number | null> { return this.#inner.firstSeq(sessionId) }
+  lastSeq (sessionId: string): Promise<number | null> { return this.#inner.lastSeq(sessionId) }
   ping (): Promise<void> { return this.#inner.ping() }
   onReconnect (listener: () => void): void { this.#inner.onReconnect?.(listener) }
   close (): Promise<void> { return this.#inner.close() }

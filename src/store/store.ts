@@ -86,6 +86,8 @@ export interface EventStore {
   read(sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]>
   /** Oldest seq still held (after trimming), or null when the log is empty. */
   firstSeq(sessionId: string): Promise<number | null>
+  /** Newest seq held, or null when the log is empty: where a loaded session continues, in one round trip. */
+  lastSeq(sessionId: string): Promise<number | null>
   /** Creates or replaces a session record. */
   putSession(record: SessionRecord): Promise<void>
   getSession(id: string): Promise<SessionRecord | null>

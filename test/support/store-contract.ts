@@ -156,12 +156,17 @@ export function storeContract (
       assert.deepEqual(await store.read('s1', 0, 100), events(1, 20))
     })
 
-    it('firstSeq is the oldest held seq, null when empty', async () => {
+    it('firstSeq is the oldest held seq and lastSeq the newest, null when empty', async () => {
       const store = await make()
       assert.equal(await store.firstSeq('s1'), null)
+      assert.equal(await store.lastSeq('s1'), null)
       await store.append('s1', events(5, 9))
       assert.equal(await store.firstSeq('s1'), 5)
+      assert.equal(await store.lastSeq('s1'), 9)
       assert.deepEqual(await store.read('s1', 0, 100), events(5, 9))
+      await store.append('s1', events(10, 12))
+      assert.equal(await store.lastSeq('s1'), 12)
+      assert.equal(await store.lastSeq('other'), null)
     })
 
     it('keeps sessions separate', async () => {
