@@ -41,7 +41,6 @@
  * the client is ready again after a lost connection, `onReconnect` listeners
  * run: that Redis may have lost every key meanwhile.
  */
-import { createHash } from 'node:crypto'
 import { type Cluster, Redis, type RedisOptions } from 'ioredis'
 import {
   type EventStore, type ListOptions, type RetentionOptions, type SessionPage,
@@ -88,7 +87,9 @@ if ARGV[2] == '1' and redis.call('PTTL', KEYS[1]) == -1 then
   if left > 0 then redis.call('PEXPIRE', KEYS[1], left) end
 end
 return 0`
-const APPEND_SHA = createHash('sha1').update(APPEND_SCRIPT).digest('hex')
+/** APPEND_SCRIPT as an ioredis command, like READ_COMMAND: EVALSHA, and EVAL on NOSCRIPT, by ioredis. */
+const APPEND_COMMAND = 'cgwAppend'
+type Append = (key: string, meta: string, ...args: Array<string | number>) => Promise<unknown>
 /** A script call carries at most this many events, and stops growing past this many frame characters. */
 const APPEND_CHUNK_EVENTS = 500
 const APPEND_CHUNK_CHARS = 1024 * 1024
@@ -180,6 +181,7 @@ export class RedisStore implements EventStore {
     }
     // On an injected client too: the same name always carries the same script.
     this.#client.defineCommand(READ_COMMAND, { numberOfKeys: 1, lua: READ_SCRIPT })
+    this.#client.defineCommand(APPEND_COMMAND, { numberOfKeys: 2, lua: APPEND_SCRIPT })
     // ioredis emits `ready` after every (re)connection; a Cluster once all its nodes answer.
     if (this.#client.status === 'ready') this.#everReady = true
     this.#client.on('ready', () => {
@@ -242,16 +244,12 @@ export class RedisStore implements EventStore {
     // The TTL check runs once, after the last event.
     if (ttl > 0) (chunks[chunks.length - 1] as Array<string | number>)[1] = '1'
     if (chunks.length === 1) {
-      const only = chunks[0] as Array<string | number>
-      try {
-        // By hash, so the script text is not sent (and hashed by Redis) every time.
-        await this.#client.evalsha(APPEND_SHA, 2, key, meta, ...only)
-      } catch (err) {
-        if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err
-        await this.#client.eval(APPEND_SCRIPT, 2, key, meta, ...only) // loads it for next time
-      }
+      // By hash, so the script text is not sent (and hashed by Redis) every time.
+      await (this.#client as unknown as Record<typeof APPEND_COMMAND, Append>)[APPEND_COMMAND](key, meta, ...(chunks[0] as Array<string | number>))
       return
     }
+    // Plain EVAL in a pipeline: ioredis would prepare a pipeline of defined commands with
+    // SCRIPT EXISTS / SCRIPT LOAD, which the store's ACL user may not run (docker/redis).
     const pipeline = this.#client.pipeline()
     for (const chunk of chunks) pipeline.eval(APPEND_SCRIPT, 2, key, meta, ...chunk)
     const results = await pipeline.exec()
@@ -410,7 +408,7 @@ function clientOptions (commandTimeoutMs: number): RedisOptions {
     // Appends go out at once, as one command: auto-pipelining would hold each
     // one to the end of the event-loop turn (setImmediate) behind a pipeline
     // object, costing latency and GC time per relayed batch.
-    autoPipeliningIgnoredCommands: ['evalsha', 'eval'],
+    autoPipeliningIgnoredCommands: ['evalsha', 'eval', APPEND_COMMAND],
     enableOfflineQueue: true,
     maxRetriesPerRequest: 1,
     commandTimeout: commandTimeoutMs,
