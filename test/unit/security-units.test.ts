@@ -6,6 +6,8 @@
  * authenticator's rules, and the CLI environment allowlist.
  */
 import assert from 'node:assert/strict'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { SignJWT, UnsecuredJWT, exportSPKI, generateKeyPair } from 'jose'
 import { JwtAuthenticator } from '../../src/auth/jwt.js'
@@ -140,7 +142,7 @@ describe('JwtAuthenticator', () => {
 describe('CLI environment allowlist', () => {
   it('passes the allowlist and prefixes, never the gateway secrets or loader variables, and forces the entrypoint', () => {
     const env = buildCliEnv({
-      PATH: '/usr/bin', HOME: '/home/x', LC_ALL: 'C', ANTHROPIC_API_KEY: 'k', CLAUDE_CODE_USE_BEDROCK: '1', MCP_TIMEOUT: '5',
+      PATH: join(tmpdir(), 'bin'), HOME: join(tmpdir(), 'home-x'), LC_ALL: 'C', ANTHROPIC_API_KEY: 'k', CLAUDE_CODE_USE_BEDROCK: '1', MCP_TIMEOUT: '5',
       GATEWAY_TOKENS: 's', REDIS_URL: 's', JWT_SECRET: 's', JWT_PUBLIC_KEY: 's',
       AWS_SECRET_ACCESS_KEY: 's', NODE_OPTIONS: '--require x', LD_PRELOAD: 'x.so', BASH_ENV: 'x', GIT_SSH_COMMAND: 'x', PYTHONPATH: 'x',
       CLAUDE_CODE_ENTRYPOINT: 'spoofed', UNDEFINED: undefined
