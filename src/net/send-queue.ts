@@ -27,6 +27,18 @@ export interface Sink<T> {
  */
 const KEEPING_UP_BYTES = 64 * 1024
 
+/**
+ * How long an ended client's connection may take to deliver its last word
+ * (a close frame, an event stream's `end` event) before it is cut. Long enough
+ * for a client that stalled (a paused tab, a laptop lid, a debugger) and reads
+ * again to get it: only about a high-water mark of bytes waits ahead of it,
+ * since ending drops the queue. A peer that never reads again costs only those
+ * bytes until then.
+ */
+export const END_GRACE_MS = 10_000
+/** At shutdown the process waits on every connection: a peer not reading then may not hold it long. */
+export const SHUTDOWN_END_GRACE_MS = 2000
+
 /** Below this many already-sent entries the array is not compacted (shifting each time is quadratic). */
 const COMPACT_AFTER = 1024
 

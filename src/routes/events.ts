@@ -20,7 +20,7 @@ import { z } from 'zod'
 import { GatewayError } from '../errors.js'
 import { eventsQuery } from '../protocol/session-options.js'
 import type { TenantConnections } from '../net/tenant-connections.js'
-import { SendQueue } from '../net/send-queue.js'
+import { END_GRACE_MS, SHUTDOWN_END_GRACE_MS, SendQueue } from '../net/send-queue.js'
 import type { ClientPort, EndReason } from '../session/session.js'
 import type { SessionManager } from '../session/session-manager.js'
 import { type HistoryPage, readHistoryPage } from '../session/history-page.js'
@@ -46,15 +46,6 @@ const streamQuery = z.strictObject({
 })
 
 const lastEventId = z.coerce.number().int().min(0)
-
-/**
- * How long an ended stream may take to flush before its socket is destroyed:
- * long enough for a reader that stalled and reads again to get the final
- * `end` event (only about a high-water mark of bytes waits ahead of it).
- */
-const END_GRACE_MS = 10_000
-/** At shutdown the server waits on every stream: a reader not reading then may not hold it long. */
-const SHUTDOWN_END_GRACE_MS = 2000
 
 const SLOW_CONSUMER = 'slow consumer: reconnect with Last-Event-ID'
 

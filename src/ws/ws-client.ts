@@ -25,7 +25,7 @@ import { createRequire } from 'node:module'
 import type { Socket } from 'node:net'
 import type { WebSocket } from 'ws'
 import { closeCodes, endCloseCodes } from '../errors.js'
-import { SendQueue } from '../net/send-queue.js'
+import { END_GRACE_MS, SHUTDOWN_END_GRACE_MS, SendQueue } from '../net/send-queue.js'
 import type { ClientPort, EndReason } from '../session/session.js'
 
 /**
@@ -35,17 +35,6 @@ import type { ClientPort, EndReason } from '../session/session.js'
  * high-water mark so a busy tick still leaves in few large writes.
  */
 const FLUSH_BYTES = 64 * 1024
-
-/**
- * How long a close handshake may take before the socket is cut. Long enough
- * for a client that stalled (a paused tab, a laptop lid, a debugger) and reads
- * again to get to the close frame and see its code; a peer that never reads
- * again costs only the bytes already in the socket until then, and the
- * heartbeat drops dead peers anyway.
- */
-const CLOSE_GRACE_MS = 10_000
-/** At shutdown the process waits on every socket: a peer not reading then may not hold it long. */
-const SHUTDOWN_CLOSE_GRACE_MS = 2000
 
 const SLOW_CONSUMER = 'slow consumer: reconnect with ?after=<last seq>'
 /** RFC 6455 allows 123 bytes of close reason. */
@@ -116,7 +105,7 @@ export class WsClient implements ClientPort {
     this.#ended = true
     this.#queue.close()
     this.socket.close(code, closeReason(message))
-    const grace = code === closeCodes.serviceRestart ? SHUTDOWN_CLOSE_GRACE_MS : CLOSE_GRACE_MS
+    const grace = code === closeCodes.serviceRestart ? SHUTDOWN_END_GRACE_MS : END_GRACE_MS
     const timer = setTimeout(() => this.socket.terminate(), grace)
     timer.unref()
     this.socket.once('close', () => clearTimeout(timer))
