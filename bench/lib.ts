@@ -1,5 +1,5 @@
 /**
- * Process plumbing for bench/run.ts: the gateway under test (bench/gateway-proc.ts),
+ * Process plumbing for bench/run.ts: the gateway under test (bench/gateway-proc.mjs on dist/),
  * the baselines (bench/relay.mjs, the naive bench/raw-pipe.mjs, bench/bare-server.mjs),
  * the many-session generator (bench/multi-gen.mjs) and client processes
  * (bench/clients.mjs), each a child process; Redis key clean-up; /proc reads.
@@ -130,7 +130,17 @@ export interface GatewayOptions {
   profileKind?: 'cpu' | 'heap' | 'heap-survivors' | undefined
 }
 
-/** Starts bench/gateway-proc.ts with Redis on, LOG_LEVEL=warn and the bench's limits. */
+/**
+ * Builds dist/ when it is older than the sources (as `npm start` does:
+ * scripts/build-if-stale.mjs), the code the bench measures. Skipped with
+ * BENCH_GATEWAY_PROC, whose tree is built by whoever points there.
+ */
+export function buildGateway (): void {
+  if (process.env.BENCH_GATEWAY_PROC !== undefined) return
+  execFileSync(process.execPath, [join(ROOT, 'scripts', 'build-if-stale.mjs')], { cwd: ROOT, stdio: 'inherit' })
+}
+
+/** Starts bench/gateway-proc.mjs (the build in dist/) with Redis on, LOG_LEVEL=warn and the bench's limits. */
 export async function startGateway (options: GatewayOptions = {}): Promise<Gateway> {
   const prefix = `cgwbench:${process.pid}-${randomBytes(4).toString('hex')}:`
   livePrefixes.add(prefix)
@@ -169,11 +179,11 @@ export async function startGateway (options: GatewayOptions = {}): Promise<Gatew
     env.BENCH_PROFILE_DIR = options.profileDir
     if (options.profileKind !== undefined) env.BENCH_PROFILE_KIND = options.profileKind
   }
-  // BENCH_GATEWAY_PROC: another tree's gateway-proc.ts (A/B comparisons of src changes).
-  const entry = process.env.BENCH_GATEWAY_PROC ?? join(BENCH_DIR, 'gateway-proc.ts')
+  // BENCH_GATEWAY_PROC: another (built) tree's gateway-proc.mjs (A/B comparisons of src changes).
+  const entry = process.env.BENCH_GATEWAY_PROC ?? join(BENCH_DIR, 'gateway-proc.mjs')
   // BENCH_GATEWAY_NODE_ARGS: extra node flags for the gateway (diagnostics, e.g. --trace-gc).
   const extra = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(/\s+/).filter((a) => a !== '')
-  const args = ['--import', 'tsx', '--expose-gc', ...extra, entry]
+  const args = ['--expose-gc', ...extra, entry]
   const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
   children.add(child)
   let nextId = 1

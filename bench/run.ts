@@ -1,7 +1,7 @@
 /**
  * `npm run bench [-- --quick] [-- --soak 10m] [-- --only a,b] [-- --profile | --heap-profile] [-- --memory-store] [-- --faults]`
  *
- * Measures the gateway (bench/gateway-proc.ts, Redis store on, own process)
+ * Measures the gateway (bench/gateway-proc.mjs on the dist/ build, Redis store on, own process)
  * against baselines measured in the same run, each the strongest known for
  * its job: a batched relay (bench/relay.mjs: frames built once, one write per
  * client per chunk), the same relay storing each chunk in Redis before
@@ -26,7 +26,7 @@ import { cpus, loadavg, totalmem } from 'node:os'
 import { join } from 'node:path'
 import {
   BENCH_DIR, ROOT, type Gateway, LIGHT_CLI, TOKEN, closeRedis, deleteKeys, killChildren, livePrefixes, openFileLimit,
-  runClients, sleep, startBareServer, startGateway
+  buildGateway, runClients, sleep, startBareServer, startGateway
 } from './lib.js'
 import { ioredisPipelineLoop, redisBenchmark, redisRoundTrip, storeAppendLoop } from './redis-baseline.js'
 import { measureSandbox, median } from './sandbox.js'
@@ -463,6 +463,8 @@ async function faults (): Promise<void> {
 
 async function main (): Promise<void> {
   mkdirSync(RESULTS, { recursive: true })
+  log('building dist/ (the gateway under test is the production build)')
+  buildGateway()
   initLive({ sizes, memoryStore: opts.memoryStore, gateway, row, raw, log })
   if (opts.faults) return await faults()
   if (opts.profile !== null) {

@@ -11,17 +11,18 @@
  *   {cmd: 'snapshot', id, label} write a heap snapshot to BENCH_PROFILE_DIR
  *   {cmd: 'close'}              close cleanly (as on SIGTERM) and exit
  *
- * Started by bench/run.ts as `node --import tsx --expose-gc bench/gateway-proc.ts`
- * (see `npm run bench -- --profile`).
+ * Started by bench/lib.ts as `node --expose-gc bench/gateway-proc.mjs`. It runs
+ * the production build (dist/, what `npm start` runs; bench/run.ts builds it
+ * first), not the sources through tsx: tsx keeps function names by wrapping
+ * every named closure in a defineProperty call, which costs CPU on hot paths
+ * and about 250 bytes per closure held, so it measured a gateway nobody runs.
  */
 import { writeFileSync } from 'node:fs'
 import { Session } from 'node:inspector/promises'
 import { join } from 'node:path'
 import { writeHeapSnapshot } from 'node:v8'
-import { buildApp } from '../src/app.js'
-import { loadConfig } from '../src/config.js'
-
-interface Command { cmd: 'stats' | 'profile' | 'unprofile' | 'snapshot' | 'close', id?: number, label?: string }
+import { buildApp } from '../dist/src/app.js'
+import { loadConfig } from '../dist/src/config.js'
 
 const config = loadConfig(process.env)
 const app = await buildApp(config)
@@ -35,10 +36,12 @@ const port = address !== null && typeof address === 'object' ? address.port : co
 const profileDir = process.env.BENCH_PROFILE_DIR
 const kind = process.env.BENCH_PROFILE_KIND ?? 'cpu'
 const heap = kind === 'heap' || kind === 'heap-survivors'
-let inspector: Session | null = null
-let window: string | null = null
+/** @type {Session | null} */
+let inspector = null
+/** @type {string | null} */
+let window = null
 
-async function startProfile (label: string): Promise<void> {
+async function startProfile (label) {
   if (profileDir === undefined || profileDir === '' || window !== null) return
   if (inspector === null) {
     inspector = new Session()
@@ -52,7 +55,7 @@ async function startProfile (label: string): Promise<void> {
   else await inspector.post('Profiler.start')
 }
 
-async function stopProfile (): Promise<void> {
+async function stopProfile () {
   if (inspector === null || profileDir === undefined || window === null) return
   const file = join(profileDir, `gateway-${window}-${process.pid}.${heap ? 'heapprofile' : 'cpuprofile'}`)
   window = null
@@ -61,7 +64,7 @@ async function stopProfile (): Promise<void> {
 }
 
 let closing = false
-async function close (): Promise<void> {
+async function close () {
   if (closing) return
   closing = true
   const force = setTimeout(() => process.exit(1), config.shutdownGraceMs + 3 * config.cliStopTimeoutMs + 5000)
@@ -74,12 +77,12 @@ async function close (): Promise<void> {
   }
 }
 
-function stats (): Record<string, unknown> {
-  const gc = (globalThis as { gc?: () => void }).gc
+function stats () {
+  const gc = globalThis.gc
   if (gc !== undefined) { gc(); gc() }
   const mem = process.memoryUsage()
   const resources = process.getActiveResourcesInfo()
-  const byType: Record<string, number> = {}
+  const byType = {}
   for (const r of resources) byType[r] = (byType[r] ?? 0) + 1
   return {
     rss: mem.rss,
@@ -94,7 +97,7 @@ function stats (): Record<string, unknown> {
   }
 }
 
-process.on('message', (message: Command) => {
+process.on('message', (message) => {
   if (message.cmd === 'stats') process.send?.({ id: message.id, stats: stats() })
   else if (message.cmd === 'profile') void startProfile(message.label ?? 'window').then(() => process.send?.({ id: message.id, stats: null }))
   else if (message.cmd === 'unprofile') void stopProfile().then(() => process.send?.({ id: message.id, stats: null }))

@@ -1,0 +1,2 @@
+/** See build-if-stale.mjs. */
+export function staleSource (root: string): string | null

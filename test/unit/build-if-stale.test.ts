@@ -1,0 +1,50 @@
+// scripts/build-if-stale.mjs (npm start's prestart): dist/ is rebuilt exactly when a source is newer than the last build.
+import assert from 'node:assert/strict'
+import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { staleSource } from '../../scripts/build-if-stale.mjs'
+
+function tree (t: { after: (fn: () => void) => void }): { root: string, file: (path: string, at: number) => string } {
+  const root = mkdtempSync(join(tmpdir(), 'cgw-stale-'))
+  t.after(() => rmSync(root, { recursive: true, force: true }))
+  const file = (path: string, at: number): string => {
+    const full = join(root, path)
+    mkdirSync(join(full, '..'), { recursive: true })
+    writeFileSync(full, 'x')
+    utimesSync(full, at, at)
+    return full
+  }
+  return { root, file }
+}
+
+describe('build-if-stale', () => {
+  it('builds when there is no build yet', (t) => {
+    const { root, file } = tree(t)
+    file('src/server.ts', 1000)
+    assert.equal(staleSource(root), join(root, 'dist', '.tsbuildinfo'))
+  })
+
+  it('skips the build when every source is older than the last one', (t) => {
+    const { root, file } = tree(t)
+    file('src/server.ts', 1000)
+    file('src/session/session.ts', 1500)
+    file('config/defaults.ts', 1200)
+    file('tsconfig.json', 900)
+    file('dist/.tsbuildinfo', 2000)
+    assert.equal(staleSource(root), null)
+  })
+
+  it('names a source edited after the last build, however deep, and the build settings', (t) => {
+    const { root, file } = tree(t)
+    file('src/server.ts', 1000)
+    file('dist/.tsbuildinfo', 2000)
+    const edited = file('src/session/deep/session.ts', 3000)
+    assert.equal(staleSource(root), edited)
+    const again = tree(t)
+    again.file('dist/.tsbuildinfo', 2000)
+    const lock = again.file('package-lock.json', 2500)
+    assert.equal(staleSource(again.root), lock)
+  })
+})
