@@ -46,12 +46,14 @@ export class SendQueue<T extends string | Buffer> {
   readonly maxBytes: number
   readonly #sink: Sink<T>
   readonly #overflow: () => void
-  #items: Array<T | undefined> = []
-  #sizes: number[] = []
+  // Allocated when a chunk first has to wait (and dropped once all is out):
+  // most clients never fill their socket, and an idle one holds thousands of these.
+  #items: Array<T | undefined> | null = null
+  #sizes: number[] | null = null
   #head = 0
   #bytes = 0
   #closed = false
-  readonly #waiters = new Set<() => void>()
+  #waiters: Array<() => void> | null = null
 
   /** `onOverflow` runs (instead of queueing) when a frame would take the client past `maxBytes`. */
   constructor (sink: Sink<T>, maxBytes: number, onOverflow: () => void) {
@@ -70,7 +72,7 @@ export class SendQueue<T extends string | Buffer> {
 
   send (chunk: T): void {
     if (this.#closed) return
-    if (this.#head === this.#items.length && this.#sink.room()) {
+    if (this.#items === null && this.#sink.room()) {
       this.#sink.write(chunk)
       return
     }
@@ -80,6 +82,8 @@ export class SendQueue<T extends string | Buffer> {
       this.#overflow()
       return
     }
+    this.#items ??= []
+    this.#sizes ??= []
     this.#items.push(chunk)
     this.#sizes.push(size)
     this.#bytes += size
@@ -87,14 +91,18 @@ export class SendQueue<T extends string | Buffer> {
 
   /** Writes what waits, in order, while the sink has room; call it on the sink's 'drain'. */
   flush (): void {
-    while (!this.#closed && this.#head < this.#items.length && this.#sink.room()) {
-      const chunk = this.#items[this.#head] as T
-      this.#items[this.#head] = undefined
-      this.#bytes -= this.#sizes[this.#head] as number
-      this.#head++
-      this.#sink.write(chunk)
+    const items = this.#items
+    const sizes = this.#sizes
+    if (items !== null && sizes !== null) {
+      while (!this.#closed && this.#head < items.length && this.#sink.room()) {
+        const chunk = items[this.#head] as T
+        items[this.#head] = undefined
+        this.#bytes -= sizes[this.#head] as number
+        this.#head++
+        this.#sink.write(chunk)
+      }
+      this.#compact(items, sizes)
     }
-    this.#compact()
     if (this.#idle()) this.#wake()
   }
 
@@ -104,39 +112,41 @@ export class SendQueue<T extends string | Buffer> {
    */
   writable (): Promise<void> | null {
     if (this.#closed || this.#idle()) return null
-    return new Promise((resolve) => { this.#waiters.add(resolve) })
+    return new Promise((resolve) => { (this.#waiters ??= []).push(resolve) })
   }
 
   /** Drops whatever waits and settles every `writable()`; later sends are dropped. */
   close (): void {
     if (this.#closed) return
     this.#closed = true
-    this.#items = []
-    this.#sizes = []
+    this.#items = null
+    this.#sizes = null
     this.#head = 0
     this.#bytes = 0
     this.#wake()
   }
 
   #idle (): boolean {
-    return this.#head === this.#items.length && this.#sink.room()
+    return this.#items === null && this.#sink.room()
   }
 
   #wake (): void {
-    const waiters = [...this.#waiters]
-    this.#waiters.clear()
+    const waiters = this.#waiters
+    if (waiters === null) return
+    this.#waiters = null
     for (const resolve of waiters) resolve()
   }
 
-  #compact (): void {
-    if (this.#head === this.#items.length) {
-      if (this.#head === 0) return
-      this.#items = []
-      this.#sizes = []
+  /** Drops the arrays once all is out (an idle client holds none); else trims what was sent once that is most of them. */
+  #compact (items: Array<T | undefined>, sizes: number[]): void {
+    if (this.#closed) return
+    if (this.#head === items.length) {
+      this.#items = null
+      this.#sizes = null
       this.#head = 0
-    } else if (this.#head >= COMPACT_AFTER && this.#head * 2 >= this.#items.length) {
-      this.#items = this.#items.slice(this.#head)
-      this.#sizes = this.#sizes.slice(this.#head)
+    } else if (this.#head >= COMPACT_AFTER && this.#head * 2 >= items.length) {
+      this.#items = items.slice(this.#head)
+      this.#sizes = sizes.slice(this.#head)
       this.#head = 0
     }
   }

@@ -5,7 +5,7 @@
  */
 import {
   type EventStore, type ListOptions, type RetentionOptions, type SessionPage,
-  type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal, withinBytes
+  type RawEvent, type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal, withinBytes
 } from './store.js'
 
 interface Entry {
@@ -58,6 +58,11 @@ export class MemoryStore implements EventStore {
     const first = (log[0] as StoredEvent).seq
     const start = Math.max(0, after + 1 - first)
     return withinBytes(log.slice(start, start + limit), maxBytes)
+  }
+
+  /** Frames are held as strings here, so each is encoded once per read. */
+  async readRaw (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<RawEvent[]> {
+    return (await this.read(sessionId, after, limit, maxBytes)).map((e) => ({ seq: e.seq, frame: Buffer.from(e.frame) }))
   }
 
   async firstSeq (sessionId: string): Promise<number | null> {

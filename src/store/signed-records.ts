@@ -13,7 +13,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { Logger } from 'pino'
 import { sessionRecordSchema } from './record-schema.js'
-import type { EventStore, ListOptions, SessionPage, SessionRecord, StoredEvent } from './store.js'
+import type { EventStore, ListOptions, RawEvent, SessionPage, SessionRecord, StoredEvent } from './store.js'
 
 export interface SignedStoreOptions {
   /** The MAC key (STORE_SECRET, or the generated `$DATA_DIR/store-secret`). */
@@ -43,6 +43,7 @@ export class SignedStore implements EventStore {
 
   append (sessionId: string, events: StoredEvent[]): Promise<void> { return this.#inner.append(sessionId, events) }
   read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> { return this.#inner.read(sessionId, after, limit, maxBytes) }
+  readRaw (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<RawEvent[]> { return this.#inner.readRaw(sessionId, after, limit, maxBytes) }
   firstSeq (sessionId: string): Promise<number | null> { return this.#inner.firstSeq(sessionId) }
   lastSeq (sessionId: string): Promise<number | null> { return this.#inner.lastSeq(sessionId) }
   ping (): Promise<void> { return this.#inner.ping() }

@@ -13,6 +13,12 @@ export interface StoredEvent {
   frame: string
 }
 
+/** A recorded frame as the UTF-8 bytes the store holds, for pages sent on unchanged (GET /events). */
+export interface RawEvent {
+  seq: number
+  frame: Buffer
+}
+
 /** How the CLI process of a session last ended. */
 export interface ExitInfo {
   code: number | null
@@ -84,6 +90,12 @@ export interface EventStore {
    * large: one CLI line may be MiBs, so a page is bounded in one round trip.
    */
   read(sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]>
+  /**
+   * `read` with each frame as its UTF-8 bytes, never decoded: the same events
+   * (order, limit, budget), byte-identical to the text appended. History pages
+   * are assembled from these without a string per frame.
+   */
+  readRaw(sessionId: string, after: number, limit: number, maxBytes?: number): Promise<RawEvent[]>
   /** Oldest seq still held (after trimming), or null when the log is empty. */
   firstSeq(sessionId: string): Promise<number | null>
   /** Newest seq held, or null when the log is empty: where a loaded session continues, in one round trip. */

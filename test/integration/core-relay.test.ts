@@ -115,6 +115,22 @@ describe('relay to clients', () => {
     assert.deepEqual(c.frames.filter((f) => f.subtype === 'cli_output_rejected'), [])
   })
 
+  it('relays odd but valid lines as valid UTF-8 JSON: a raw 0xff byte, whitespace around the object, a seq of its own', async (t) => {
+    const gw = await gateway(t)
+    const s = await gw.createSession()
+    const c = await gw.connect(s.id, 'after=0')
+    c.sendUser('odd-lines')
+    await c.waitFor(isResult)
+    const assistant = c.seqFrames.filter((f) => f.type === 'assistant')
+    // The client's ws would have closed with 1007 on invalid UTF-8 instead of reaching the result.
+    assert.deepEqual(assistant.map((f) => f.message.content[0].text), ['bad byte: \uFFFD', 'spaced', 'own seq', 'after odd lines'])
+    const ownSeq = assistant[2]
+    assert.notEqual(ownSeq.seq, 999, "the gateway's seq wins over the line's own")
+    assert.deepEqual(seqs(c), range(1, c.seqFrames.length))
+    const history = await gw.request('GET', `/v1/sessions/${s.id}/events?limit=1000`)
+    assert.deepEqual(history.body.events.filter((e: any) => e.type === 'assistant'), assistant, 'history holds the same frames')
+  })
+
   it('closes a client that stops reading with 4008 while another client receives everything', async (t) => {
     const gw = await gateway(t, { env: { WS_MAX_BUFFERED_BYTES: String(128 * 1024) } })
     const s = await gw.createSession()

@@ -137,6 +137,38 @@ export function storeContract (
       assert.deepEqual(await store.read('s1', 250, 1000, 1_000_000), many.slice(250))
     })
 
+    it('readRaw gives the events read gives, each frame as the UTF-8 bytes of its text', async () => {
+      const store = await make()
+      // Multi-byte text of every UTF-8 length, U+2028/2029 (valid raw in JSON), escapes, and a frame split by the budget.
+      const texts = ['plain', 'é ü ß', '世界 — “quotes”', '🙂 𝄞 emoji', 'line\u2028sep\u2029para', 'esc \\" \\n \\u0000', 'ü'.repeat(300)]
+      const stored = texts.map((text, i) => ({ seq: i + 1, frame: JSON.stringify({ seq: i + 1, type: 'assistant', text }) }))
+      await store.append('s1', stored)
+      const same = async (after: number, limit: number, maxBytes?: number): Promise<void> => {
+        const raw = await store.readRaw('s1', after, limit, maxBytes)
+        const read = await store.read('s1', after, limit, maxBytes)
+        assert.deepEqual(raw.map((e) => e.seq), read.map((e) => e.seq), `seqs after=${after} limit=${limit} maxBytes=${maxBytes}`)
+        for (const [i, e] of raw.entries()) {
+          assert.ok(Buffer.isBuffer(e.frame))
+          assert.ok(e.frame.equals(Buffer.from((read[i] as StoredEvent).frame)), `frame ${e.seq}: byte-identical`)
+          assert.equal(e.frame.toString('utf8'), (stored[e.seq - 1] as StoredEvent).frame, `frame ${e.seq}: the text appended`)
+        }
+      }
+      await same(0, 100)
+      await same(0, 100, 10_000)
+      await same(2, 3)
+      await same(2, 3, 10_000)
+      // Budgets in bytes, not characters: cut inside the run of 2-byte characters' frame and before it.
+      const bytes = stored.map((e) => Buffer.byteLength(e.frame))
+      const upToSix = bytes.slice(0, 6).reduce((a, b) => a + b, 0)
+      await same(0, 100, upToSix)
+      await same(0, 100, upToSix + (bytes[6] as number) - 1)
+      await same(6, 100, 0)
+      await same(7, 100)
+      await same(0, 0, 10_000)
+      assert.deepEqual(await store.readRaw('other', 0, 100), [])
+      assert.deepEqual(await store.readRaw('other', 0, 100, 1000), [])
+    })
+
     it('re-appending held seqs is a no-op (no duplicates)', async () => {
       const store = await make()
       await store.append('s1', events(1, 5))
