@@ -2,7 +2,7 @@
 # the compiled gateway, production dependencies (the Claude Code CLI among
 # them) and tini as PID 1, so exited CLI processes are always reaped.
 
-FROM node:20-bookworm-slim AS build
+FROM node:22-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci
@@ -11,7 +11,7 @@ COPY config ./config
 COPY src ./src
 RUN npm run build && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
+FROM node:22-bookworm-slim
 # git and ripgrep are tools the CLI uses in a workspace; tini reaps zombies;
 # bubblewrap and socat make the default SANDBOX=bwrap (each CLI in its own
 # namespaces, network only through the gateway's egress proxy). The

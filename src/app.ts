@@ -5,9 +5,11 @@
  * picks implementations.
  */
 import { randomBytes } from 'node:crypto'
+import type { Server } from 'node:http'
 import { join } from 'node:path'
 import websocket from '@fastify/websocket'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
 import pino, { type Logger } from 'pino'
 import { AnyOf, JwtAuthenticator } from './auth/jwt.js'
 import { type Authenticator, StaticTokens } from './auth/static-tokens.js'
@@ -18,14 +20,20 @@ import { reapOrphans } from './cli/reaper.js'
 import type { Config } from './config.js'
 import { ControlPolicy } from './control/control-policy.js'
 import { GatewayError, closeCodes } from './errors.js'
+import { Metrics } from './metrics/metrics.js'
+import { listenMetrics } from './metrics/metrics-server.js'
+import { TimedStore } from './metrics/timed-store.js'
 import { isLoopback } from './net/loopback.js'
 import { redactedRequest } from './net/redact.js'
 import { TenantConnections } from './net/tenant-connections.js'
 import security, { GATEWAY_PROTOCOL } from './plugins/security.js'
 import { eventRoutes } from './routes/events.js'
 import { healthRoutes } from './routes/health.js'
+import { metricsRoutes } from './routes/metrics.js'
+import openapi from './routes/openapi.js'
 import { permissionRoutes } from './routes/permissions.js'
 import { sessionRoutes } from './routes/sessions.js'
+import { validationError } from './routes/validate.js'
 import { wsRoutes } from './routes/ws.js'
 import { gatewaySandbox } from './sandbox/gateway-sandbox.js'
 import type { ProbeRunner } from './sandbox/probe.js'
@@ -105,8 +113,10 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
 
   const sandbox = gatewaySandbox(config, { inner: launch, logger, cliEnv: parts.env ?? process.env, probe: parts.probeSandbox ?? runOnce })
 
+  const metrics = new Metrics()
   const manager = new SessionManager({
-    store,
+    store: new TimedStore(store, metrics),
+    metrics,
     launch: sandbox.launch,
     sandboxed: sandbox.active,
     logger,
@@ -137,6 +147,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
       resumeWaitMs: config.resumeStoreWaitMs
     }
   })
+  metrics.observe(manager)
   const heartbeat = new Heartbeat(config.keepaliveIntervalMs)
 
   const app = Fastify({
@@ -158,9 +169,15 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   const state: GatewayState = { manager, store, heartbeat, generatedToken, shuttingDown: false }
   app.decorate('gateway', state)
   app.decorateRequest('tenant', '')
+  // Routes declare zod schemas (src/routes/schemas.ts, src/protocol/): zod checks requests and JSON answers.
+  app.setValidatorCompiler(validatorCompiler)
+  app.setSerializerCompiler(serializerCompiler)
 
   app.setErrorHandler((err: Error & { statusCode?: number, code?: string }, request, reply) => {
     if (err instanceof GatewayError) return reply.code(err.statusCode).send(err.toJSON())
+    // A request that fails its route schema: 400 `bad_request` naming the first offending field.
+    const invalid = validationError(err)
+    if (invalid !== null) return reply.code(invalid.statusCode).send(invalid.toJSON())
     const status = err.statusCode ?? 500
     if (status >= 500) {
       request.log.error({ err }, 'request failed')
@@ -199,12 +216,14 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     rateLimitPerMinute: config.rateLimitPerMinute,
     authFailuresPerMinute: config.authFailuresPerMinute,
     wsUpgradesPerMinute: config.wsUpgradesPerMinute,
-    wsUpgradesPerMinutePerAddress: config.wsUpgradesPerMinutePerAddress
+    wsUpgradesPerMinutePerAddress: config.wsUpgradesPerMinutePerAddress,
+    metrics
   })
+  await app.register(openapi) // before the routes: it documents those registered after it
   await app.register(sessionRoutes, { manager })
   await app.register(permissionRoutes, { manager })
   const tenantConnections = new TenantConnections(config.maxConnectionsPerTenant)
-  await app.register(eventRoutes, { manager, keepaliveIntervalMs: config.keepaliveIntervalMs, maxBufferedBytes: config.wsMaxBufferedBytes, maxClientsPerSession: config.maxClientsPerSession, tenantConnections, historyPageMaxBytes: config.historyPageMaxBytes })
+  await app.register(eventRoutes, { manager, keepaliveIntervalMs: config.keepaliveIntervalMs, maxBufferedBytes: config.wsMaxBufferedBytes, maxClientsPerSession: config.maxClientsPerSession, tenantConnections, historyPageMaxBytes: config.historyPageMaxBytes, store })
   await app.register(wsRoutes, {
     manager,
     heartbeat,
@@ -215,9 +234,18 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     tenantConnections
   })
   await app.register(healthRoutes, { manager, store, maxSessions: config.maxSessions, isShuttingDown: () => state.shuttingDown })
+  // METRICS_PORT 0: on this server; else a listener of its own, opened when the app is ready.
+  const { metricsPort, metricsToken } = config
+  const scrape = (): Promise<{ contentType: string, body: string }> => metrics.scrape()
+  if (metricsPort === 0) await app.register(metricsRoutes, { scrape, token: metricsToken })
+  let metricsServer: Server | null = null
 
   app.addHook('onReady', async () => {
     await sandbox.start() // refuses to start when SANDBOX=bwrap cannot run here
+    if (metricsPort !== 0) {
+      // Beyond loopback loadConfig requires METRICS_TOKEN for this listener.
+      metricsServer = await listenMetrics({ host: config.host, port: metricsPort, token: metricsToken, scrape, metrics })
+    }
     const reaped = await reapOrphans(pidDir, config.cliStopTimeoutMs)
     if (reaped.length > 0) logger.warn({ pids: reaped }, 'ended CLIs left running by a previous gateway process')
     try {
@@ -229,6 +257,8 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   })
 
   app.addHook('onClose', async () => {
+    metricsServer?.closeAllConnections()
+    metricsServer?.close()
     await manager.shutdown(config.shutdownGraceMs)
     sandbox.close()
     if (ownsStore) await store.close()

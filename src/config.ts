@@ -1,184 +1,17 @@
 /**
- * Configuration from environment variables, validated with zod. A bad value
- * stops the gateway at start with a message naming the variable.
+ * Configuration from environment variables: reads `<NAME>_FILE` secrets,
+ * validates every setting with the schema of src/config/settings.ts, then
+ * applies the start-up rules that join several settings. A bad value stops
+ * the gateway at start with a message naming every variable at fault.
  */
-import { existsSync, readFileSync } from 'node:fs'
-import { isIP } from 'node:net'
-import { createRequire } from 'node:module'
-import { dirname, join, resolve, sep } from 'node:path'
-import { z } from 'zod'
-import { defaults } from '../config/defaults.js'
+import { readFileSync } from 'node:fs'
+import { sep } from 'node:path'
 import { isLoopback } from './net/loopback.js'
-import { type Destination, parseDestinations } from './sandbox/destinations.js'
+import { type Config, SECRET_FILE_VARIABLES, configSchema } from './config/settings.js'
+import { ConfigError } from './config/values.js'
 
-const int = (min: number) => z.coerce.number().int().min(min)
-/** A comma list whose every entry matches `entry` (an empty value is an empty list). */
-const listOf = (entry: RegExp, what: string, fallback: string) => z.string().default(fallback)
-  .transform((v) => v.split(',').map((x) => x.trim()).filter((x) => x !== ''))
-  .refine((items) => items.every((x) => entry.test(x)), `expected a comma list of ${what}`)
-
-const envSchema = z.object({
-  PORT: int(0).max(65535).default(defaults.PORT),
-  HOST: z.string().min(1).default(defaults.HOST),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default(defaults.LOG_LEVEL),
-  DATA_DIR: z.string().min(1).default(defaults.DATA_DIR),
-  CLAUDE_BIN: z.string().min(1).optional(),
-  CLAUDE_ARGS_EXTRA: z.string().default(defaults.CLAUDE_ARGS_EXTRA),
-  WORKSPACE_ROOT: z.string().min(1).optional(),
-  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
-  REDIS_PREFIX: z.string().min(1).default(defaults.REDIS_PREFIX),
-  GATEWAY_TOKENS: z.string().optional(),
-  KEEPALIVE_INTERVAL_MS: int(100).default(defaults.KEEPALIVE_INTERVAL_MS),
-  IDLE_TIMEOUT_MS: int(0).default(defaults.IDLE_TIMEOUT_MS),
-  MAX_SESSIONS: int(1).default(defaults.MAX_SESSIONS),
-  SHUTDOWN_GRACE_MS: int(0).default(defaults.SHUTDOWN_GRACE_MS),
-  CLI_STOP_TIMEOUT_MS: int(0).default(defaults.CLI_STOP_TIMEOUT_MS),
-  MAX_LINE_BYTES: int(1024).default(defaults.MAX_LINE_BYTES),
-  WS_MAX_PAYLOAD_BYTES: int(1024).default(defaults.WS_MAX_PAYLOAD_BYTES),
-  WS_MAX_BUFFERED_BYTES: int(1024).default(defaults.WS_MAX_BUFFERED_BYTES),
-  PERMISSION_TIMEOUT_MS: int(0).default(defaults.PERMISSION_TIMEOUT_MS),
-  CONTROL_REQUEST_TIMEOUT_MS: int(1).default(defaults.CONTROL_REQUEST_TIMEOUT_MS),
-  CLIENT_REQUEST_TIMEOUT_MS: int(1).default(defaults.CLIENT_REQUEST_TIMEOUT_MS),
-  INITIALIZE_HOLD_MS: int(0).default(defaults.INITIALIZE_HOLD_MS),
-  EVENTS_MAX_PER_SESSION: int(1).default(defaults.EVENTS_MAX_PER_SESSION),
-  EVENTS_TTL_SECONDS: int(0).default(defaults.EVENTS_TTL_SECONDS),
-  STORE_QUEUE_MAX: int(1).default(defaults.STORE_QUEUE_MAX),
-  RESUME_STORE_WAIT_MS: int(0).default(defaults.RESUME_STORE_WAIT_MS),
-  ALLOWED_ORIGINS: z.string().default(defaults.ALLOWED_ORIGINS),
-  ALLOWED_HOSTS: z.string().default(defaults.ALLOWED_HOSTS),
-  ALLOW_BYPASS_PERMISSIONS: z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1').default(defaults.ALLOW_BYPASS_PERMISSIONS),
-  CLIENT_CONTROL_ALLOW: listOf(/^(\*|[a-z][a-z0-9_]{0,99})$/, 'control subtypes (lower_snake_case) or *', defaults.CLIENT_CONTROL_ALLOW),
-  CLIENT_MCP_SERVER_TYPES: listOf(/^(sdk|http|sse|stdio)$/, 'MCP server types among sdk, http, sse, stdio', defaults.CLIENT_MCP_SERVER_TYPES),
-  PERMISSION_UPDATE_DESTINATIONS: listOf(/^(session|localSettings|projectSettings|userSettings|cliArg)$/, 'destinations among session, localSettings, projectSettings, userSettings, cliArg', defaults.PERMISSION_UPDATE_DESTINATIONS),
-  PERMISSION_BROAD_RULE_TOOLS: listOf(/^[A-Za-z0-9_.-]{1,200}$/, 'tool names', defaults.PERMISSION_BROAD_RULE_TOOLS),
-  CLAUDE_LAUNCHER: z.string().min(1).optional(),
-  SANDBOX: z.enum(['bwrap', 'none']).default(defaults.SANDBOX),
-  ALLOW_UNSANDBOXED: z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1').default(defaults.ALLOW_UNSANDBOXED),
-  SANDBOX_EGRESS: z.string().optional().transform((v, ctx) => {
-    if (v === undefined) return null
-    try {
-      return parseDestinations(v)
-    } catch (err) {
-      ctx.addIssue({ code: 'custom', message: `${(err as Error).message}; expected comma-separated host[:port]` })
-      return null
-    }
-  }),
-  TENANT_CONFIG_DIRS: z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1').default(defaults.TENANT_CONFIG_DIRS),
-  MAX_SESSIONS_PER_TENANT: int(1).default(defaults.MAX_SESSIONS_PER_TENANT),
-  MAX_CLIENTS_PER_SESSION: int(1).default(defaults.MAX_CLIENTS_PER_SESSION),
-  WS_MAX_FRAMES_PER_SEC: int(1).default(defaults.WS_MAX_FRAMES_PER_SEC),
-  RATE_LIMIT_PER_MINUTE: int(1).default(defaults.RATE_LIMIT_PER_MINUTE),
-  WS_UPGRADES_PER_MINUTE: int(1).default(defaults.WS_UPGRADES_PER_MINUTE),
-  WS_UPGRADES_PER_MINUTE_PER_ADDRESS: int(1).default(defaults.WS_UPGRADES_PER_MINUTE_PER_ADDRESS),
-  AUTH_FAILURES_PER_MINUTE: int(1).default(defaults.AUTH_FAILURES_PER_MINUTE),
-  TRUST_PROXY: z.string().default(defaults.TRUST_PROXY).transform((v, ctx) => {
-    const parsed = parseTrustProxy(v)
-    if (parsed === null) ctx.addIssue({ code: 'custom', message: 'expected true, false, a hop count, or a comma list of IP addresses/CIDRs (or loopback, linklocal, uniquelocal)' })
-    return parsed ?? false
-  }),
-  REQUEST_TIMEOUT_MS: int(0).default(defaults.REQUEST_TIMEOUT_MS),
-  HEADERS_TIMEOUT_MS: int(0).default(defaults.HEADERS_TIMEOUT_MS),
-  KEEPALIVE_TIMEOUT_MS: int(1).default(defaults.KEEPALIVE_TIMEOUT_MS),
-  MAX_CONNECTIONS: int(1).default(defaults.MAX_CONNECTIONS),
-  MAX_CONNECTIONS_PER_TENANT: int(1).default(defaults.MAX_CONNECTIONS_PER_TENANT),
-  HISTORY_PAGE_MAX_BYTES: int(1024).default(defaults.HISTORY_PAGE_MAX_BYTES),
-  CLI_ENV_ALLOW: z.string().default(defaults.CLI_ENV_ALLOW),
-  JWT_MAX_TTL_SECONDS: int(1).default(defaults.JWT_MAX_TTL_SECONDS),
-  BODY_LIMIT_BYTES: int(1024).default(defaults.BODY_LIMIT_BYTES),
-  WS_TICKET_TTL_MS: int(1000).default(defaults.WS_TICKET_TTL_MS),
-  JWT_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
-  STORE_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
-  JWT_PUBLIC_KEY: z.string().min(1).optional(),
-  JWT_TENANT_CLAIM: z.string().min(1).default(defaults.JWT_TENANT_CLAIM),
-  JWT_ISSUER: z.string().min(1).optional(),
-  JWT_AUDIENCE: z.string().min(1).optional()
-})
-
-export interface Config {
-  port: number
-  host: string
-  logLevel: string
-  dataDir: string
-  claudeBin: string
-  claudeArgsExtra: string[]
-  workspaceRoot: string
-  redisUrl: string | undefined
-  redisPrefix: string
-  /** token → tenant. Null means none were configured (a token is generated at start). */
-  tokens: Map<string, string> | null
-  keepaliveIntervalMs: number
-  idleTimeoutMs: number
-  maxSessions: number
-  shutdownGraceMs: number
-  cliStopTimeoutMs: number
-  maxLineBytes: number
-  wsMaxPayloadBytes: number
-  wsMaxBufferedBytes: number
-  permissionTimeoutMs: number
-  controlRequestTimeoutMs: number
-  clientRequestTimeoutMs: number
-  initializeHoldMs: number
-  eventsMaxPerSession: number
-  eventsTtlSeconds: number
-  storeQueueMax: number
-  resumeStoreWaitMs: number
-  allowedOrigins: string[]
-  allowedHosts: string[]
-  allowBypassPermissions: boolean
-  /** Client control_request subtypes forwarded to the CLI; `*` = all. */
-  clientControlAllow: string[]
-  /** MCP server types a client may add with mcp_set_servers. */
-  clientMcpServerTypes: string[]
-  /** Destinations a permission answer's updatedPermissions may write to. */
-  permissionUpdateDestinations: string[]
-  /** Tools whose unspecific allow rules are refused while bypass is off. */
-  permissionBroadRuleTools: string[]
-  /** Command that wraps each CLI (receives workspace, config dir, then the CLI argv). */
-  claudeLauncher: string | undefined
-  /** How each CLI is confined when no CLAUDE_LAUNCHER is set. */
-  sandbox: 'bwrap' | 'none'
-  /** SANDBOX=none accepted although the gateway serves several tenants or listens beyond loopback. */
-  allowUnsandboxed: boolean
-  /** Where a sandboxed CLI may connect; null: the host of the CLI's ANTHROPIC_BASE_URL, else api.anthropic.com:443. */
-  sandboxEgress: Destination[] | null
-  tenantConfigDirs: boolean
-  maxSessionsPerTenant: number
-  maxClientsPerSession: number
-  wsMaxFramesPerSec: number
-  /** REST requests per tenant per minute; WebSocket upgrades are counted apart. */
-  rateLimitPerMinute: number
-  /** WebSocket upgrades per tenant per minute. */
-  wsUpgradesPerMinute: number
-  /** WebSocket upgrades per client address (`request.ip`) per minute. */
-  wsUpgradesPerMinutePerAddress: number
-  authFailuresPerMinute: number
-  /** Fastify's trustProxy: which peers' X-Forwarded-For decides `request.ip`. */
-  trustProxy: boolean | number | string[]
-  requestTimeoutMs: number
-  headersTimeoutMs: number
-  keepAliveTimeoutMs: number
-  maxConnections: number
-  maxConnectionsPerTenant: number
-  historyPageMaxBytes: number
-  /** Extra CLI environment names, and prefixes (ending in `_`, or `*` stripped). */
-  cliEnvAllow: string[]
-  bodyLimitBytes: number
-  wsTicketTtlMs: number
-  /** Key of the session records' MACs; undefined: generated once and kept in `$DATA_DIR/store-secret`. */
-  storeSecret: string | undefined
-  jwt: { secret?: string | undefined, publicKey?: string | undefined, tenantClaim: string, issuer?: string | undefined, audience?: string | undefined, maxTtlSeconds: number } | null
-}
-
-export class ConfigError extends Error {
-  override name = 'ConfigError'
-}
-
-/**
- * Secrets that may come from a file instead (`<NAME>_FILE`, the convention of
- * Docker and Kubernetes secrets), so they need not sit in the gateway's
- * environment, which any process of the same user can read in /proc.
- */
-export const SECRET_FILE_VARIABLES = ['GATEWAY_TOKENS', 'JWT_SECRET', 'JWT_PUBLIC_KEY', 'REDIS_URL', 'STORE_SECRET'] as const
+export { type Config, SECRET_FILE_VARIABLES } from './config/settings.js'
+export { ConfigError, defaultClaudeBin, parseTokens, parseTrustProxy } from './config/values.js'
 
 export interface LoadConfigOptions {
   /** Reads a `<NAME>_FILE` secret (default: the file system, as UTF-8). */
@@ -189,7 +22,7 @@ export interface LoadConfigOptions {
 export function loadConfig (env: NodeJS.ProcessEnv = process.env, options: LoadConfigOptions = {}): Config {
   const blanksRemoved = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''))
   const fromFiles = readSecretFiles(blanksRemoved, options.readFile ?? ((path) => readFileSync(path, 'utf8')))
-  const parsed = envSchema.safeParse(blanksRemoved)
+  const parsed = configSchema.safeParse(blanksRemoved)
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => {
       const name = i.path.join('.')
@@ -197,79 +30,29 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, options: LoadC
     })
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`)
   }
-  const e = parsed.data
-  if (e.REQUEST_TIMEOUT_MS > 0 && e.HEADERS_TIMEOUT_MS > e.REQUEST_TIMEOUT_MS) {
-    throw new ConfigError('invalid configuration:\n  HEADERS_TIMEOUT_MS: must not be greater than REQUEST_TIMEOUT_MS')
-  }
-  const dataDir = resolve(e.DATA_DIR)
-  const config: Config = {
-    port: e.PORT,
-    host: e.HOST,
-    logLevel: e.LOG_LEVEL,
-    dataDir,
-    claudeBin: e.CLAUDE_BIN ?? defaultClaudeBin(),
-    claudeArgsExtra: e.CLAUDE_ARGS_EXTRA.split(/\s+/).filter((a) => a !== ''),
-    workspaceRoot: resolve(e.WORKSPACE_ROOT ?? join(dataDir, 'workspaces')),
-    redisUrl: e.REDIS_URL,
-    redisPrefix: e.REDIS_PREFIX,
-    tokens: e.GATEWAY_TOKENS === undefined ? null : parseTokens(e.GATEWAY_TOKENS),
-    keepaliveIntervalMs: e.KEEPALIVE_INTERVAL_MS,
-    idleTimeoutMs: e.IDLE_TIMEOUT_MS,
-    maxSessions: e.MAX_SESSIONS,
-    shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
-    cliStopTimeoutMs: e.CLI_STOP_TIMEOUT_MS,
-    maxLineBytes: e.MAX_LINE_BYTES,
-    wsMaxPayloadBytes: e.WS_MAX_PAYLOAD_BYTES,
-    wsMaxBufferedBytes: e.WS_MAX_BUFFERED_BYTES,
-    permissionTimeoutMs: e.PERMISSION_TIMEOUT_MS,
-    controlRequestTimeoutMs: e.CONTROL_REQUEST_TIMEOUT_MS,
-    clientRequestTimeoutMs: e.CLIENT_REQUEST_TIMEOUT_MS,
-    initializeHoldMs: e.INITIALIZE_HOLD_MS,
-    eventsMaxPerSession: e.EVENTS_MAX_PER_SESSION,
-    eventsTtlSeconds: e.EVENTS_TTL_SECONDS,
-    storeQueueMax: e.STORE_QUEUE_MAX,
-    resumeStoreWaitMs: e.RESUME_STORE_WAIT_MS,
-    allowedOrigins: list(e.ALLOWED_ORIGINS),
-    allowedHosts: list(e.ALLOWED_HOSTS),
-    allowBypassPermissions: e.ALLOW_BYPASS_PERMISSIONS,
-    clientControlAllow: e.CLIENT_CONTROL_ALLOW,
-    clientMcpServerTypes: e.CLIENT_MCP_SERVER_TYPES,
-    permissionUpdateDestinations: e.PERMISSION_UPDATE_DESTINATIONS,
-    permissionBroadRuleTools: e.PERMISSION_BROAD_RULE_TOOLS,
-    claudeLauncher: e.CLAUDE_LAUNCHER,
-    sandbox: e.SANDBOX,
-    allowUnsandboxed: e.ALLOW_UNSANDBOXED,
-    sandboxEgress: e.SANDBOX_EGRESS,
-    tenantConfigDirs: e.TENANT_CONFIG_DIRS,
-    maxSessionsPerTenant: e.MAX_SESSIONS_PER_TENANT,
-    maxClientsPerSession: e.MAX_CLIENTS_PER_SESSION,
-    wsMaxFramesPerSec: e.WS_MAX_FRAMES_PER_SEC,
-    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
-    wsUpgradesPerMinute: e.WS_UPGRADES_PER_MINUTE,
-    wsUpgradesPerMinutePerAddress: e.WS_UPGRADES_PER_MINUTE_PER_ADDRESS,
-    authFailuresPerMinute: e.AUTH_FAILURES_PER_MINUTE,
-    trustProxy: e.TRUST_PROXY,
-    requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
-    headersTimeoutMs: e.HEADERS_TIMEOUT_MS,
-    keepAliveTimeoutMs: e.KEEPALIVE_TIMEOUT_MS,
-    maxConnections: e.MAX_CONNECTIONS,
-    maxConnectionsPerTenant: e.MAX_CONNECTIONS_PER_TENANT,
-    historyPageMaxBytes: e.HISTORY_PAGE_MAX_BYTES,
-    cliEnvAllow: list(e.CLI_ENV_ALLOW),
-    bodyLimitBytes: e.BODY_LIMIT_BYTES,
-    wsTicketTtlMs: e.WS_TICKET_TTL_MS,
-    storeSecret: e.STORE_SECRET,
-    jwt: e.JWT_SECRET === undefined && e.JWT_PUBLIC_KEY === undefined
-      ? null
-      : { secret: e.JWT_SECRET, publicKey: e.JWT_PUBLIC_KEY, tenantClaim: e.JWT_TENANT_CLAIM, issuer: e.JWT_ISSUER, audience: e.JWT_AUDIENCE, maxTtlSeconds: e.JWT_MAX_TTL_SECONDS }
-  }
-  const open = openHostProblem(config)
-  if (open !== null) throw new ConfigError(`invalid configuration:\n  ${open}`)
-  const unsandboxed = unsandboxedProblem(config)
-  if (unsandboxed !== null) throw new ConfigError(`invalid configuration:\n  ${unsandboxed}`)
-  const overlap = dataDirProblem(config)
-  if (overlap !== null) throw new ConfigError(`invalid configuration:\n  ${overlap}`)
+  const config = parsed.data
+  const problems = startupRules.map((rule) => rule(config)).filter((p) => p !== null)
+  if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`)
   return config
+}
+
+/**
+ * Rules that join several settings, each a problem (naming the variables)
+ * or null. Every rule that can refuse a start from configuration alone is
+ * here, so a bad deployment fails in loadConfig, not halfway through
+ * building the app.
+ */
+const startupRules: Array<(config: Config) => string | null> = [
+  headersTimeoutProblem,
+  openHostProblem,
+  unsandboxedProblem,
+  dataDirProblem,
+  metricsPortProblem
+]
+
+function headersTimeoutProblem (config: Config): string | null {
+  if (config.requestTimeoutMs === 0 || config.headersTimeoutMs <= config.requestTimeoutMs) return null
+  return 'HEADERS_TIMEOUT_MS: must not be greater than REQUEST_TIMEOUT_MS'
 }
 
 /**
@@ -315,25 +98,15 @@ function unsandboxedProblem (config: Config): string | null {
 }
 
 /**
- * TRUST_PROXY in Fastify's terms: `true`/`false`, a hop count, or a list of
- * addresses/CIDRs (and proxy-addr's names); null when not valid, so a typo
- * stops the gateway instead of making Fastify throw later.
+ * A separate metrics listener on the main port would fail to bind after the
+ * app is built; and it has no credential of its own but METRICS_TOKEN, so
+ * beyond loopback it needs one (as the main listener needs tokens).
  */
-export function parseTrustProxy (text: string): boolean | number | string[] | null {
-  const v = text.trim().toLowerCase()
-  if (v === 'true') return true
-  if (v === 'false' || v === '') return false
-  if (/^\d+$/.test(v)) return Number(v)
-  const entries = list(v)
-  const named = new Set(['loopback', 'linklocal', 'uniquelocal'])
-  const valid = entries.length > 0 && entries.every((entry) => {
-    if (named.has(entry)) return true
-    const [address, bits, ...rest] = entry.split('/')
-    const family = isIP(address ?? '')
-    if (family === 0 || rest.length > 0) return false
-    return bits === undefined || (/^\d+$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128))
-  })
-  return valid ? entries : null
+function metricsPortProblem (config: Config): string | null {
+  if (config.metricsPort === 0) return null
+  if (config.metricsPort === config.port) return `METRICS_PORT: ${config.metricsPort} is PORT too; set METRICS_PORT=0 to serve /metrics on PORT, or another port`
+  if (config.metricsToken === null && !isLoopback(config.host)) return `METRICS_PORT: a separate metrics listener on ${config.host} (not loopback) needs METRICS_TOKEN (or METRICS_TOKEN_FILE)`
+  return null
 }
 
 /**
@@ -371,37 +144,4 @@ function readSecretFiles (env: Record<string, string | undefined>, readFile: (pa
   }
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.join('\n')}`)
   return fromFiles
-}
-
-function list (text: string): string[] {
-  return text.split(',').map((v) => v.trim()).filter((v) => v !== '')
-}
-
-/** `token=tenant,token2=tenant2` → Map. Tokens shorter than 16 characters are refused. */
-export function parseTokens (text: string): Map<string, string> {
-  const tokens = new Map<string, string>()
-  for (const pair of text.split(',').map((p) => p.trim()).filter((p) => p !== '')) {
-    const at = pair.lastIndexOf('=')
-    const token = pair.slice(0, at)
-    const tenant = pair.slice(at + 1)
-    if (at < 1 || !/^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$/.test(tenant)) { // `.`/`..` would name a parent folder
-      throw new ConfigError('invalid configuration:\n  GATEWAY_TOKENS: expected token=tenant[,token=tenant...] with tenant of [A-Za-z0-9._-]')
-    }
-    if (token.length < 16) throw new ConfigError(`invalid configuration:\n  GATEWAY_TOKENS: token for tenant ${tenant} is shorter than 16 characters`)
-    tokens.set(token, tenant)
-  }
-  if (tokens.size === 0) throw new ConfigError('invalid configuration:\n  GATEWAY_TOKENS: no token=tenant pair')
-  return tokens
-}
-
-/** The `claude` binary of the @anthropic-ai/claude-code dependency, else `claude` on PATH. */
-export function defaultClaudeBin (): string {
-  try {
-    const pkg = createRequire(import.meta.url).resolve('@anthropic-ai/claude-code/package.json')
-    const bin = join(dirname(pkg), 'bin', 'claude.exe')
-    if (existsSync(bin)) return bin
-  } catch {
-    // not installed as a dependency: fall back to PATH
-  }
-  return 'claude'
 }

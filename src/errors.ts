@@ -17,7 +17,6 @@ export const errorTable = {
   permission_update_not_allowed: { statusCode: 403, message: 'The answer grants more than clients may (PERMISSION_UPDATE_DESTINATIONS, PERMISSION_BROAD_RULE_TOOLS, directories outside the workspace)' },
   session_not_found: { statusCode: 404, message: 'No such session' },
   not_found: { statusCode: 404, message: 'No such route' },
-  request_not_found: { statusCode: 404, message: 'No such pending request' },
   too_many_sessions: { statusCode: 503, message: 'The gateway has reached MAX_SESSIONS' },
   rate_limited: { statusCode: 429, message: 'Too many requests' },
   tenant_session_limit: { statusCode: 429, message: 'This tenant runs MAX_SESSIONS_PER_TENANT sessions already' },
@@ -39,7 +38,6 @@ export const errorTable = {
   session_not_running: { statusCode: 409, message: 'The session has no running CLI' },
   cli_start_failed: { statusCode: 502, message: 'The CLI could not be started' },
   cli_output_rejected: { statusCode: 502, message: 'The CLI printed a line the gateway could not relay' },
-  store_degraded: { statusCode: 503, message: 'The event store is unreachable; events are held in memory' },
   store_overflow: { statusCode: 507, message: 'Events held in memory passed STORE_QUEUE_MAX; the oldest unsaved ones were dropped from history' }
 } as const satisfies Record<string, { statusCode: number; message: string }>
 

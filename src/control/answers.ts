@@ -8,6 +8,7 @@
 import { type PermissionAnswer, permissionAnswer } from '../protocol/client-frames.js'
 import type { AnswerInput } from './control-effects.js'
 import type { PendingRequest } from './pending-requests.js'
+import { isRecord } from '../protocol/is-record.js'
 
 export const DEFAULT_DENY_MESSAGE = 'The user denied this tool use.'
 
@@ -70,6 +71,3 @@ export function timeoutDenial (request: Record<string, unknown>, timeoutMs: numb
   }
 }
 
-function isRecord (value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}

@@ -19,7 +19,7 @@ export type ControlEffect<P extends ControlPort = ControlPort> =
   /** A gateway frame for the event log (`permission_resolved`, `request_resolved`), relayed to every client. */
   | { kind: 'record', subtype: string, fields: Record<string, unknown> }
   /** A per-connection frame for one client, never recorded. */
-  | { kind: 'send', to: P, frame: string }
+  | { kind: 'send', to: P, frame: string, seq?: number }
   /** The holder's initialize, to be kept with the session record (a restarted or resumed CLI gets it again). */
   | { kind: 'keep_initialize', request: Record<string, unknown> }
 

@@ -16,6 +16,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import { type ErrorCode, errorTable } from '../errors.js'
+import type { MetricsSink, PermissionOutcome } from '../metrics/sink.js'
 import type { ControlRequestFrame } from '../protocol/client-frames.js'
 import { completeAnswer, timeoutAnswer } from './answers.js'
 import { type AnswerInput, type AnswerResult, type CliState, type ControlEffect, type ControlPort, type Timers, realTimers } from './control-effects.js'
@@ -40,6 +41,8 @@ export interface ControlPlaneOptions<P extends ControlPort> {
   effects: (effect: ControlEffect<P>) => void
   logger: { warn: (fields: object, message: string) => void }
   timers?: Timers | undefined
+  /** Told how long each permission prompt waited and how it ended. */
+  metrics?: Pick<MetricsSink, 'permissionAnswered'> | undefined
 }
 
 export class ControlPlane<P extends ControlPort = ControlPort> {
@@ -196,14 +199,14 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
     if ('invalid' in done) return { ok: false, code: 'invalid_frame', message: done.invalid }
     this.#pending.take(requestId)
     this.#write({ type: 'control_response', response: done.response })
-    this.#resolved(pending, done.decision, by)
+    this.#resolved(pending, done.decision, by, input.subtype === 'error' ? 'error' : undefined)
     return { ok: true, decision: done.decision }
   }
 
   /** A new holder that saw the requests up to `seenUpTo` only as notices gets them in full. */
   holderChanged (port: P, seenUpTo: number): void {
     for (const pending of this.#pending.list()) {
-      if (pending.seq <= seenUpTo) this.#send(port, pending.frame)
+      if (pending.seq <= seenUpTo) this.#send(port, pending.frame, pending.seq)
     }
   }
 
@@ -223,7 +226,11 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
     this.#resolved(pending, 'timed_out', null)
   }
 
-  #resolved (pending: PendingRequest, decision: string, by: string | null): void {
+  /** `outcome` for the metrics when the decision alone does not say it (an error answer to a prompt). */
+  #resolved (pending: PendingRequest, decision: string, by: string | null, outcome?: PermissionOutcome): void {
+    if (pending.subtype === 'can_use_tool') {
+      this.#o.metrics?.permissionAnswered(outcome ?? OUTCOMES[decision] ?? 'error', (this.#timers.now() - pending.createdAt) / 1000)
+    }
     this.#o.effects({
       kind: 'record',
       subtype: pending.subtype === 'can_use_tool' ? 'permission_resolved' : 'request_resolved',
@@ -235,10 +242,14 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
     this.#o.effects({ kind: 'write_cli', message })
   }
 
-  #send (to: P, frame: string): void {
-    this.#o.effects({ kind: 'send', to, frame })
+  /** `seq` for a recorded frame (a pending request's own), none for a per-connection answer. */
+  #send (to: P, frame: string, seq?: number): void {
+    this.#o.effects(seq === undefined ? { kind: 'send', to, frame } : { kind: 'send', to, frame, seq })
   }
 }
+
+/** A prompt's recorded decision as a metrics outcome. */
+const OUTCOMES: Record<string, PermissionOutcome> = { allowed: 'allow', denied: 'deny', timed_out: 'timeout', cancelled: 'cancelled' }
 
 /** Request ids of the gateway's own initialize requests (their answers are recorded like any other). */
 function gatewayInitId (): string {

@@ -15,10 +15,10 @@ import {
   checkDirectories,
   checkMode,
   checkPermissionUpdates,
-  isRecord,
   isBroadRule,
   parseRuleString
 } from './permission-updates.js'
+import { isRecord } from '../protocol/is-record.js'
 
 export type { PolicyScope, Refusal } from './permission-updates.js'
 

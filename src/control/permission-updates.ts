@@ -7,6 +7,7 @@
  */
 import { isAbsolute, resolve, sep } from 'node:path'
 import type { ErrorCode } from '../errors.js'
+import { isRecord } from '../protocol/is-record.js'
 
 /** Why something was refused; the code comes from src/errors.ts. */
 export interface Refusal {
@@ -148,6 +149,3 @@ function describeRule (rule: unknown): string {
   return 'a tool'
 }
 
-export function isRecord (value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}

@@ -15,6 +15,11 @@
  *   (`app.upgradeLimit`, the WebSocket route's hook): a reconnect storm is
  *   refused upgrades without spending the tenant's REST budget, and REST
  *   calls never spend the upgrade budget.
+ *
+ * A route outside /v1 is public (/healthz, /readyz, /openapi.json) unless its route config
+ * says `auth`: `'tenant'` as /v1, or its own check (GET /metrics with
+ * METRICS_TOKEN). Failed checks count towards the same lockout either way.
+ * Refusals are counted in `metrics` (/metrics).
  */
 import cors from '@fastify/cors'
 import rateLimit, { normalizeIP } from '@fastify/rate-limit'
@@ -23,6 +28,7 @@ import fp from 'fastify-plugin'
 import { type Authenticator, bearerToken } from '../auth/static-tokens.js'
 import type { TicketBook } from '../auth/tickets.js'
 import { GatewayError } from '../errors.js'
+import { type MetricsSink, noopMetrics } from '../metrics/sink.js'
 import { isLoopback } from '../net/loopback.js'
 
 export interface SecurityOptions {
@@ -39,6 +45,8 @@ export interface SecurityOptions {
   wsUpgradesPerMinute: number
   /** WebSocket upgrades per client address per minute, whatever the tenant (WS_UPGRADES_PER_MINUTE_PER_ADDRESS). */
   wsUpgradesPerMinutePerAddress: number
+  /** Counts failed authentications and rate-limit refusals (default: nothing). */
+  metrics?: Pick<MetricsSink, 'authFailed' | 'rateLimited'>
 }
 
 declare module 'fastify' {
@@ -49,6 +57,14 @@ declare module 'fastify' {
      * The route opts out of the REST limit (`config: { rateLimit: false }`).
      */
     upgradeLimit: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+  }
+  interface FastifyContextConfig {
+    /**
+     * How a route outside /v1 is authenticated: `'tenant'` as /v1 routes
+     * (request.tenant is set), or by the route's own check of the request
+     * (true: allowed). Unset: public. /v1 routes are always `'tenant'`.
+     */
+    auth?: 'tenant' | ((request: FastifyRequest) => boolean)
   }
 }
 
@@ -62,6 +78,7 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
   const hosts = new Set(['localhost', '127.0.0.1', '[::1]', ...o.allowedHosts].map((h) => h.toLowerCase()))
   const origins = new Set(o.allowedOrigins)
   const failures = new FailureWindow(o.authFailuresPerMinute, 60_000)
+  const metrics = o.metrics ?? noopMetrics
 
   app.addHook('onRequest', async (request) => {
     // Any loopback address literal is fine too (a rebinding page sends its own name, never an address).
@@ -75,15 +92,27 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
     // absolute-form target (`GET http://host/v1/sessions`) reach /v1 handlers too.
     // Unmatched URLs (404) fall back to the raw path.
     const route = request.routeOptions.url
-    if (!(route ?? request.url).startsWith('/v1/')) return
-    if (failures.blocked(request.ip)) throw new GatewayError('rate_limited', 'Too many failed authentications from this address; retry in a minute')
-    const tenant = await authenticate(request)
+    const auth = (route ?? request.url).startsWith('/v1/') ? 'tenant' : request.routeOptions.config?.auth
+    if (auth === undefined) return
+    if (failures.blocked(request.ip)) {
+      metrics.rateLimited('auth_lockout')
+      throw new GatewayError('rate_limited', 'Too many failed authentications from this address; retry in a minute')
+    }
+    const tenant = auth === 'tenant' ? await authenticate(request) : auth(request) ? '' : null
     if (tenant === null) {
       failures.add(request.ip)
+      metrics.authFailed(credentialsGiven(request) ? 'invalid' : 'missing')
       throw new GatewayError('unauthorized')
     }
     request.tenant = tenant
   })
+
+  /** Whether the request carried anything meant as credentials (for the failure's reason only). */
+  function credentialsGiven (request: FastifyRequest): boolean {
+    if (request.headers.authorization !== undefined) return true
+    if (!WS_ROUTE.test(request.url)) return false
+    return typeof (request.query as Record<string, unknown>).ticket === 'string' || protocolToken(request.headers['sec-websocket-protocol']) !== null
+  }
 
   async function authenticate (request: FastifyRequest): Promise<string | null> {
     const header = bearerToken(request.headers.authorization)
@@ -109,6 +138,7 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
     hook: 'preHandler', // after authentication, so the key is the tenant
     keyGenerator: (request) => request.tenant !== '' ? `tenant:${request.tenant}` : `ip:${request.ip}`,
     allowList: (request) => request.url === '/healthz' || request.url === '/readyz',
+    onExceeded: () => metrics.rateLimited('rest'),
     errorResponseBuilder: (_request, context) => ({
       statusCode: 429,
       code: 'rate_limited',
@@ -127,6 +157,7 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
     for (const limit of upgradeLimits) {
       const verdict = await limit.check(request)
       if (verdict.isAllowed || !verdict.isExceeded) continue
+      metrics.rateLimited('ws_upgrade')
       void reply.header('retry-after', String(verdict.ttlInSeconds))
       throw new GatewayError('rate_limited', `More than ${verdict.max} WebSocket upgrades per minute ${limit.what} (${limit.setting}); retry in ${verdict.ttlInSeconds} s`)
     }

@@ -25,6 +25,14 @@ const argBytes = `larger than ${ARG_VALUE_MAX_BYTES} bytes (UTF-8), the most one
  */
 export const entrypoints = ['claude-gateway', 'sdk-ts', 'sdk-py', 'sdk-cli'] as const
 
+/**
+ * Any JSON value. One instance, registered by name, so the OpenAPI document
+ * (GET /openapi.json) refers to it as `#/components/schemas/JsonValue`: it is
+ * recursive, and a recursive schema is only emitted when it has a name.
+ */
+const jsonValue = z.json()
+z.globalRegistry.add(jsonValue, { id: 'JsonValue' })
+
 /** Tool names and permission rules such as `Bash(git log:*)` or `mcp__server__tool`. */
 const toolRule = z.string().min(1).max(200).regex(/^[A-Za-z0-9_.*-]+(\([^\n\r\0]*\))?$/, 'not a tool name or rule')
 
@@ -39,12 +47,12 @@ export const sessionOptions = z.strictObject({
   max_turns: z.number().int().min(1).max(10_000).optional(),
   include_partial_messages: z.boolean().optional(),
   /** JSON Schema of the final result (`--json-schema`; the SDK's outputFormat). */
-  json_schema: z.record(z.string(), z.json()).refine((v) => byteLength(JSON.stringify(v)) <= ARG_VALUE_MAX_BYTES, argBytes).optional(),
+  json_schema: z.record(z.string(), jsonValue).refine((v) => byteLength(JSON.stringify(v)) <= ARG_VALUE_MAX_BYTES, argBytes).optional(),
   /** `stdio` (default): permission prompts go to the session's holder; `none`: the CLI denies what needs a prompt itself, as it does for an SDK host without canUseTool. */
   permission_prompt_tool: z.enum(['stdio', 'none']).optional(),
   /** CLAUDE_CODE_ENTRYPOINT for the CLI (default `claude-gateway`). */
   entrypoint: z.enum(entrypoints).optional(),
-  metadata: z.json().refine((v) => byteLength(JSON.stringify(v)) <= METADATA_MAX_BYTES, `larger than ${METADATA_MAX_BYTES} bytes as JSON`).optional()
+  metadata: jsonValue.refine((v) => byteLength(JSON.stringify(v)) <= METADATA_MAX_BYTES, `larger than ${METADATA_MAX_BYTES} bytes as JSON`).optional()
 })
 
 export type SessionOptions = z.infer<typeof sessionOptions>

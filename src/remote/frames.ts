@@ -4,6 +4,7 @@
  * the CLI's bytes (src/session/frames.ts), so taking it off gives back the
  * line the CLI printed, byte for byte, without re-serialising it.
  */
+import { isRecord } from '../protocol/is-record.js'
 
 const SPLICED = /^\{"seq":\d+,/
 const ONLY_SEQ = /^\{"seq":\d+\}$/
@@ -17,10 +18,6 @@ export function withoutSeq (text: string, parsed: Record<string, unknown>): stri
   // Not spliced (the CLI's line had its own seq and was re-serialised): the rest is JSON anyway.
   const { seq: _seq, ...rest } = parsed
   return JSON.stringify(rest)
-}
-
-export function isRecord (value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
 /** `request_id` of a control_response (inside `response`) or of a control_request / cancel (top level). */

@@ -15,7 +15,8 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { ServerResponse } from 'node:http'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { ZodTypeProvider } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import { GatewayError } from '../errors.js'
 import { eventsQuery } from '../protocol/session-options.js'
@@ -23,9 +24,10 @@ import type { TenantConnections } from '../net/tenant-connections.js'
 import { END_GRACE_MS, SHUTDOWN_END_GRACE_MS, SendQueue } from '../net/send-queue.js'
 import type { ClientPort, EndReason } from '../session/session.js'
 import type { SessionManager } from '../session/session-manager.js'
-import { type HistoryPage, readHistoryPage } from '../session/history-page.js'
+import type { EventStore } from '../store/store.js'
+import { historyBody } from './history-body.js'
+import { authErrors, errorResponses, historyPage, sessionParams } from './schemas.js'
 import { findSession } from './sessions.js'
-import { parseOr400 } from './validate.js'
 
 export interface EventRoutesOptions {
   manager: SessionManager
@@ -39,6 +41,8 @@ export interface EventRoutesOptions {
   tenantConnections: TenantConnections
   /** A history page stops before passing this many bytes (HISTORY_PAGE_MAX_BYTES). */
   historyPageMaxBytes: number
+  /** The store the sessions' logs write to: history pages read its frames as bytes. */
+  store: Pick<EventStore, 'readRaw'>
 }
 
 const streamQuery = z.strictObject({
@@ -49,34 +53,49 @@ const lastEventId = z.coerce.number().int().min(0)
 
 const SLOW_CONSUMER = 'slow consumer: reconnect with Last-Event-ID'
 
-export async function eventRoutes (app: FastifyInstance, options: EventRoutesOptions): Promise<void> {
+export async function eventRoutes (fastify: FastifyInstance, options: EventRoutesOptions): Promise<void> {
   const { manager } = options
   const streams = new Set<SseClient>()
+  const app = fastify.withTypeProvider<ZodTypeProvider>()
 
-  app.get('/v1/sessions/:id/events', async (request, reply) => {
-    const query = parseOr400(eventsQuery, request.query)
+  app.get('/v1/sessions/:id/events', {
+    schema: {
+      tags: ['history'],
+      summary: 'A page of the session\'s recorded frames, oldest first',
+      params: sessionParams,
+      querystring: eventsQuery,
+      // 200 is documented, never run: the page goes out as the Buffer built from the stored bytes.
+      response: { 200: historyPage.describe('A page of history'), ...errorResponses(...authErrors, 'bad_request', 'session_not_found', 'store_unavailable') }
+    }
+  }, async (request, reply) => {
+    const query = request.query
     const session = await findSession(manager, request)
-    let page: HistoryPage
+    let body: Buffer
     try {
-      page = await readHistoryPage(session.events, query.after, query.limit, options.historyPageMaxBytes)
+      body = await historyBody(session.events, options.store, session.id, query.after, query.limit, options.historyPageMaxBytes)
     } catch (err) {
       request.log.warn({ err }, 'event history read failed')
       throw new GatewayError('store_unavailable')
     }
-    const events = page.events
-    const last = events[events.length - 1]?.seq ?? null
-    // More exists when the byte budget cut the page, or when it stopped short of
-    // what was committed (the count limit, or the store's part ended where frames
-    // held in memory begin).
-    const hasMore = last !== null && (page.cut || last < session.events.committedSeq)
-    // Joined, not re-serialised: each stored frame is already the JSON text clients received.
-    const body = `{"events":[${events.map((e) => e.frame).join(',')}],"has_more":${hasMore},"next_after":${last ?? 'null'}}`
-    return reply.type('application/json; charset=utf-8').send(body)
+    // A Buffer goes out as it is: no serializer (the 200 schema above is for the docs), and its length is known.
+    return (reply as FastifyReply).type('application/json; charset=utf-8').header('content-length', body.length).send(body)
   })
 
-  app.get('/v1/sessions/:id/events/stream', async (request, reply) => {
-    const query = parseOr400(streamQuery, request.query)
-    const after = resumePoint(request) ?? query.after ?? 0
+  app.get('/v1/sessions/:id/events/stream', {
+    schema: {
+      tags: ['history'],
+      summary: 'History, then live frames, as Server-Sent Events',
+      // Not a header schema: resumePoint reads it, so the 400 for a bad one keeps its message.
+      description: 'Resume with the `Last-Event-ID` header (a seq; EventSource sends it by itself), which takes precedence over `?after=`.',
+      params: sessionParams,
+      querystring: streamQuery,
+      response: {
+        200: { description: 'text/event-stream: `id: <seq>` + `data: <frame>` per recorded frame; `event: gateway`, `event: end`', content: { 'text/event-stream': { schema: z.string() } } },
+        ...errorResponses(...authErrors, 'bad_request', 'session_not_found', 'too_many_clients', 'tenant_connection_limit', 'store_unavailable')
+      }
+    }
+  }, async (request, reply) => {
+    const after = resumePoint(request) ?? request.query.after ?? 0
     const session = await findSession(manager, request)
     if (session.clientCount >= options.maxClientsPerSession) throw new GatewayError('too_many_clients')
     const releaseSlot = options.tenantConnections.acquire(request.tenant)
@@ -164,11 +183,11 @@ class SseClient implements ClientPort {
   /** Bytes sent and not yet handed to the kernel: the queue and the response's buffer. */
   buffered (): number { return this.#queue.buffered() }
 
-  send (data: string | Buffer): void {
+  send (data: string | Buffer, seq?: number): void {
     if (this.#ended) return
     const frame = typeof data === 'string' ? data : data.toString('utf8')
-    const seq = seqOf(frame)
-    this.#queue.send(seq === null ? `event: gateway\n${dataLines(frame)}\n` : `id: ${seq}\n${dataLines(frame)}\n`)
+    // Recorded frames carry their seq as the event id (Last-Event-ID resumes after it); the rest are `gateway` events.
+    this.#queue.send(seq === undefined ? `event: gateway\n${dataLines(frame)}\n` : `id: ${seq}\n${dataLines(frame)}\n`)
   }
 
   /**
@@ -229,27 +248,6 @@ class SseClient implements ClientPort {
       res.once('close', () => clearTimeout(timer))
     }
     this.#onEnd()
-  }
-}
-
-const CLI_SEQ = /^\{"seq":(\d+)[,}]/
-const GATEWAY_SEQ = /^\{"type":"gateway","subtype":"[^"\\]*","seq":(\d+)[,}]/
-
-/**
- * The seq of a frame, or null for unrecorded ones (hello, holder, store,
- * error). session/frames.ts puts `seq` first in relayed CLI lines and third
- * in recorded gateway frames, so those are read without parsing; anything
- * else (the few unrecorded frames, CLI lines that had a `seq` of their own)
- * is parsed.
- */
-function seqOf (frame: string): number | null {
-  const match = CLI_SEQ.exec(frame) ?? GATEWAY_SEQ.exec(frame)
-  if (match !== null) return Number(match[1])
-  try {
-    const parsed = JSON.parse(frame) as { seq?: unknown }
-    return typeof parsed.seq === 'number' ? parsed.seq : null
-  } catch {
-    return null
   }
 }
 

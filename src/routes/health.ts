@@ -6,8 +6,11 @@
  * gateway at MAX_SESSIONS (503 here) is full, not unhealthy.
  */
 import type { FastifyInstance } from 'fastify'
+import type { ZodTypeProvider } from 'fastify-type-provider-zod'
 import type { SessionManager } from '../session/session-manager.js'
 import type { EventStore } from '../store/store.js'
+import { withTimeout } from '../util/with-timeout.js'
+import { errorResponses, healthBody, readyBody } from './schemas.js'
 
 export interface HealthRoutesOptions {
   manager: SessionManager
@@ -16,10 +19,22 @@ export interface HealthRoutesOptions {
   isShuttingDown: () => boolean
 }
 
-export async function healthRoutes (app: FastifyInstance, options: HealthRoutesOptions): Promise<void> {
-  app.get('/healthz', async () => ({ status: 'ok' }))
+export async function healthRoutes (fastify: FastifyInstance, options: HealthRoutesOptions): Promise<void> {
+  const app = fastify.withTypeProvider<ZodTypeProvider>()
 
-  app.get('/readyz', async (_request, reply) => {
+  // Public (no security): see src/plugins/security.ts.
+  app.get('/healthz', {
+    schema: { tags: ['health'], summary: 'Liveness', security: [], response: { 200: healthBody.describe('The process runs'), ...errorResponses('forbidden_origin', 'forbidden_host') } }
+  }, async () => ({ status: 'ok' as const }))
+
+  app.get('/readyz', {
+    schema: {
+      tags: ['health'],
+      summary: 'Readiness: 503 when full, shutting down or the store does not answer (the body says which)',
+      security: [],
+      response: { 200: readyBody.describe('Ready'), 503: readyBody.describe('Full, shutting down, or the store does not answer'), ...errorResponses('forbidden_origin', 'forbidden_host') }
+    }
+  }, async (_request, reply) => {
     let storeOk = true
     try {
       await withTimeout(options.store.ping(), 1000)
@@ -35,12 +50,5 @@ export async function healthRoutes (app: FastifyInstance, options: HealthRoutesO
       sessions: { running: options.manager.runningCount, max: options.maxSessions },
       shutting_down: options.isShuttingDown()
     })
-  })
-}
-
-function withTimeout<T> (promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('timeout')), ms)
-    promise.then((v) => { clearTimeout(timer); resolve(v) }, (e: unknown) => { clearTimeout(timer); reject(e as Error) })
   })
 }

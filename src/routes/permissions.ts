@@ -4,11 +4,13 @@
  * first-answer-wins rule as a holder's `control_response`.
  */
 import type { FastifyInstance } from 'fastify'
+import type { ZodTypeProvider } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import { GatewayError } from '../errors.js'
 import type { SessionManager } from '../session/session-manager.js'
-import { findSession } from './sessions.js'
-import { parseOr400 } from './validate.js'
+import { answerResult, authErrors, errorResponses, pendingList, requestParams, sessionParams } from './schemas.js'
+import { findSession, sessionErrors } from './sessions.js'
+import { jsonBody } from './validate.js'
 
 export interface PermissionRoutesOptions {
   manager: SessionManager
@@ -21,8 +23,12 @@ const answerBody = z.union([
   z.strictObject({ subtype: z.literal('error'), error: z.string().min(1).max(10_000) })
 ])
 
-export async function permissionRoutes (app: FastifyInstance, { manager }: PermissionRoutesOptions): Promise<void> {
-  app.get('/v1/sessions/:id/permissions', async (request) => {
+export async function permissionRoutes (fastify: FastifyInstance, { manager }: PermissionRoutesOptions): Promise<void> {
+  const app = fastify.withTypeProvider<ZodTypeProvider>()
+
+  app.get('/v1/sessions/:id/permissions', {
+    schema: { tags: ['permissions'], summary: 'Pending CLI control requests (permission prompts, hooks, …)', params: sessionParams, response: { 200: pendingList.describe('The pending requests, oldest first'), ...sessionErrors } }
+  }, async (request) => {
     const session = await findSession(manager, request)
     return {
       requests: session.pendingRequests.map((p) => ({
@@ -35,10 +41,22 @@ export async function permissionRoutes (app: FastifyInstance, { manager }: Permi
     }
   })
 
-  app.post('/v1/sessions/:id/permissions/:request_id', async (request) => {
+  app.post('/v1/sessions/:id/permissions/:request_id', {
+    schema: {
+      tags: ['permissions'],
+      summary: 'Answer a pending control request (first answer wins)',
+      params: requestParams,
+      body: answerBody,
+      response: {
+        200: answerResult.describe('The answer went to the CLI'),
+        ...errorResponses(...authErrors, 'bad_request', 'payload_too_large', 'invalid_frame', 'broad_rule_not_allowed', 'bypass_not_allowed', 'permission_update_not_allowed', 'session_not_found', 'unknown_request', 'already_resolved', 'store_unavailable')
+      }
+    },
+    preValidation: jsonBody
+  }, async (request) => {
     const session = await findSession(manager, request)
-    const { request_id: requestId } = request.params as { request_id: string }
-    const body = parseOr400(answerBody, request.body ?? {})
+    const { request_id: requestId } = request.params
+    const body = request.body
     const input = 'behavior' in body
       ? { subtype: 'success' as const, response: body as Record<string, unknown> }
       : body

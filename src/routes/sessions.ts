@@ -3,16 +3,22 @@
  * answered exactly like a missing one (404).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { ZodTypeProvider } from 'fastify-type-provider-zod'
+import type { z } from 'zod'
 import { GatewayError } from '../errors.js'
 import { listQuery, sessionOptions } from '../protocol/session-options.js'
 import type { Session } from '../session/session.js'
 import type { SessionManager } from '../session/session-manager.js'
 import { sessionView } from '../session/session-view.js'
-import { isSessionId, parseOr400 } from './validate.js'
+import { authErrors, errorResponses, sessionBody, sessionPage, sessionParams } from './schemas.js'
+import { isSessionId, jsonBody } from './validate.js'
 
 export interface SessionRoutesOptions {
   manager: SessionManager
 }
+
+/** Answers of every route under /v1/sessions/:id besides its own. */
+export const sessionErrors = errorResponses(...authErrors, 'session_not_found', 'store_unavailable')
 
 /** The caller's session or a 404 GatewayError. */
 export async function findSession (manager: SessionManager, request: FastifyRequest): Promise<Session> {
@@ -22,28 +28,51 @@ export async function findSession (manager: SessionManager, request: FastifyRequ
   return session
 }
 
-export async function sessionRoutes (app: FastifyInstance, { manager }: SessionRoutesOptions): Promise<void> {
-  app.post('/v1/sessions', async (request, reply) => {
-    const options = parseOr400(sessionOptions, request.body ?? {})
-    const session = await manager.create(request.tenant, options)
-    return reply.code(201).send(session.snapshot())
+export async function sessionRoutes (fastify: FastifyInstance, { manager }: SessionRoutesOptions): Promise<void> {
+  const app = fastify.withTypeProvider<ZodTypeProvider>()
+
+  app.post('/v1/sessions', {
+    schema: {
+      tags: ['sessions'],
+      summary: 'Create a session and start its CLI',
+      description: 'Every body field is optional and maps to one CLI flag (docs/API.md); no body is the same as `{}`.',
+      body: sessionOptions,
+      response: {
+        201: sessionBody.describe('The new session'),
+        ...errorResponses(...authErrors, 'bad_request', 'payload_too_large', 'broad_rule_not_allowed', 'bypass_not_allowed', 'tenant_session_limit', 'cli_start_failed', 'too_many_sessions', 'shutting_down', 'store_unavailable')
+      }
+    },
+    preValidation: jsonBody
+  }, async (request, reply) => {
+    const session = await manager.create(request.tenant, request.body)
+    return reply.code(201).send(session.snapshot() as z.output<typeof sessionBody>)
   })
 
-  app.get('/v1/sessions', async (request) => {
-    const query = parseOr400(listQuery, request.query)
-    const page = await manager.list(request.tenant, query.limit, query.cursor)
+  app.get('/v1/sessions', {
+    schema: {
+      tags: ['sessions'],
+      summary: 'The caller\'s sessions, newest first',
+      querystring: listQuery,
+      response: { 200: sessionPage.describe('A page of sessions; pass next_cursor back as cursor'), ...errorResponses(...authErrors, 'bad_request', 'store_unavailable') }
+    }
+  }, async (request) => {
+    const page = await manager.list(request.tenant, request.query.limit, request.query.cursor)
     const loaded = new Map([...manager.loaded].map((s) => [s.id, s]))
     return {
-      sessions: page.sessions.map((r) => loaded.get(r.id)?.snapshot() ?? sessionView(r)),
+      sessions: page.sessions.map((r) => loaded.get(r.id)?.snapshot() ?? sessionView(r)) as Array<z.output<typeof sessionBody>>,
       next_cursor: page.next_cursor
     }
   })
 
-  app.get('/v1/sessions/:id', async (request) => (await findSession(manager, request)).snapshot())
+  app.get('/v1/sessions/:id', {
+    schema: { tags: ['sessions'], summary: 'One session', params: sessionParams, response: { 200: sessionBody.describe('The session'), ...sessionErrors } }
+  }, async (request) => (await findSession(manager, request)).snapshot() as z.output<typeof sessionBody>)
 
-  app.delete('/v1/sessions/:id', async (request) => {
+  app.delete('/v1/sessions/:id', {
+    schema: { tags: ['sessions'], summary: 'Stop the session\'s CLI (history is kept)', params: sessionParams, response: { 200: sessionBody.describe('The session, stopping'), ...sessionErrors } }
+  }, async (request) => {
     const session = await findSession(manager, request)
     await session.stop('deleted')
-    return session.snapshot()
+    return session.snapshot() as z.output<typeof sessionBody>
   })
 }

@@ -1,19 +1,33 @@
 /**
- * zod parsing for routes: a failure becomes a 400 `bad_request` naming the
- * first offending field.
+ * Route input checks around the zod route schemas (fastify-type-provider-zod):
+ * a failure is a 400 `bad_request` naming the first offending field, the
+ * same answer whichever part of the request (params, body, query) failed.
  */
-import type { z } from 'zod'
+import type { FastifyRequest } from 'fastify'
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod'
 import { GatewayError } from '../errors.js'
 import { MAX_JSON_DEPTH, tooDeep } from '../protocol/client-frames.js'
 
-export function parseOr400<T extends z.ZodType> (schema: T, value: unknown): z.infer<T> {
-  // zod's z.json() and JSON.stringify recurse: refuse deep nesting before either runs.
-  if (tooDeep(value)) throw new GatewayError('bad_request', `nested more than ${MAX_JSON_DEPTH} levels deep`)
-  const parsed = schema.safeParse(value)
-  if (parsed.success) return parsed.data
-  const issue = parsed.error.issues[0]
-  const where = issue === undefined || issue.path.length === 0 ? '' : `${issue.path.join('.')}: `
-  throw new GatewayError('bad_request', `${where}${issue?.message ?? 'invalid'}`)
+/**
+ * preValidation hook of routes with a JSON body schema. No body (or JSON
+ * `null`) is an empty object. zod's z.json() and JSON.stringify recurse:
+ * deep nesting is refused before either runs.
+ */
+export async function jsonBody (request: FastifyRequest): Promise<void> {
+  request.body ??= {}
+  if (tooDeep(request.body)) throw new GatewayError('bad_request', `nested more than ${MAX_JSON_DEPTH} levels deep`)
+}
+
+/**
+ * The error table's answer for a failed route schema (the app's error
+ * handler calls this), or null for any other error. The provider keeps zod's
+ * issues in order with their path as `instancePath` (`/a/0/b`).
+ */
+export function validationError (err: unknown): GatewayError | null {
+  if (!hasZodFastifySchemaValidationErrors(err)) return null
+  const issue = err.validation[0]
+  const path = issue === undefined ? '' : issue.instancePath.slice(1).replaceAll('/', '.')
+  return new GatewayError('bad_request', `${path === '' ? '' : `${path}: `}${issue?.message ?? 'invalid'}`)
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i

@@ -7,13 +7,16 @@
  * yet, so a client that stalls during its replay is ended like any other slow
  * consumer instead of making the gateway hold its live frames without bound.
  */
+import { type MetricsSink, frameBytes, noopMetrics } from '../metrics/sink.js'
+import { isRecord } from '../protocol/is-record.js'
 import type { LogEvent } from './event-log.js'
-import { gatewayFrame, isRecord, pendingNotice } from './frames.js'
+import { gatewayFrame, pendingNotice } from './frames.js'
 
 /** A connected client as the session sees it. */
 export interface ClientPort {
   readonly id: string
-  send: (data: string | Buffer) => void
+  /** `seq` is given for recorded frames (an event stream uses it as the event id), not for per-connection ones. */
+  send: (data: string | Buffer, seq?: number) => void
   /**
    * Null when more may be sent now, else a promise that settles once the client
    * has read what waits for it (or is ended or gone). Replays wait on it, so a
@@ -73,11 +76,29 @@ export interface Attachment {
 
 export class Audience {
   readonly #clients = new Map<ClientPort, Attachment>()
+  readonly #metrics: Pick<MetricsSink, 'framesOut'>
   #holder: Attachment | null = null
   #attachCount = 0
 
+  /** Every frame the session sends a client goes through here (`send`, or in bulk), counted in `metrics`. */
+  constructor (metrics: Pick<MetricsSink, 'framesOut'> = noopMetrics) {
+    this.#metrics = metrics
+  }
+
   get size (): number { return this.#clients.size }
   get holder (): Attachment | null { return this.#holder }
+
+  /** Attached clients by the role they have now: the holder is the controller, everyone else observes. */
+  get roles (): { controller: number, observer: number } {
+    const controller = this.#holder === null ? 0 : 1
+    return { controller, observer: this.#clients.size - controller }
+  }
+
+  /** One frame for one client; `seq` when the frame is recorded. */
+  send (port: ClientPort, data: string | Buffer, seq?: number): void {
+    this.#metrics.framesOut(1, frameBytes(data))
+    port.send(data, seq)
+  }
 
   /** Registers a client; it collects live frames in its backlog until its attach ends. */
   add (port: ClientPort, requested: Role): Attachment {
@@ -117,16 +138,27 @@ export class Audience {
 
   broadcast (events: LogEvent[]): void {
     if (this.#clients.size === 0) return
+    let frames = 0
+    let bytes = 0
     for (const event of events) {
       let shared: Buffer | null = null
       for (const att of this.#clients.values()) {
         if (att.backlog !== null) { this.#hold(att, event); continue }
-        if (event.observerFrame !== undefined && att !== this.#holder) { att.port.send(event.observerFrame); continue }
+        if (event.observerFrame !== undefined && att !== this.#holder) {
+          att.port.send(event.observerFrame, event.seq)
+          frames++
+          bytes += Buffer.byteLength(event.observerFrame)
+          continue
+        }
         // One Buffer per frame, whatever the number of clients.
         shared ??= Buffer.from(event.frame)
-        att.port.send(shared)
+        att.port.send(shared, event.seq)
+        frames++
+        bytes += shared.length
       }
     }
+    // Once per batch, not per frame and client.
+    if (frames > 0) this.#metrics.framesOut(frames, bytes)
   }
 
   /**
@@ -175,7 +207,7 @@ export class Audience {
 
   /** A per-connection frame (no seq) for every greeted client. */
   sendAll (frame: string): void {
-    for (const att of this.#clients.values()) if (att.greeted) att.port.send(frame)
+    for (const att of this.#clients.values()) if (att.greeted) this.send(att.port, frame)
   }
 
   /** Tells every greeted client (but `except`, whose hello said it) who holds the session now. */
@@ -183,7 +215,7 @@ export class Audience {
     const holder = this.#holder
     for (const att of this.#clients.values()) {
       if (att === except || !att.greeted) continue
-      att.port.send(gatewayFrame('holder', { holder: holder?.port.id ?? null, role: att === holder ? 'controller' : 'observer' }))
+      this.send(att.port, gatewayFrame('holder', { holder: holder?.port.id ?? null, role: att === holder ? 'controller' : 'observer' }))
     }
   }
 }

@@ -35,6 +35,3 @@ export function pendingNotice (seq: number, requestId: string, request: Record<s
   }, seq)
 }
 
-export function isRecord (value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}

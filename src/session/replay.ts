@@ -95,7 +95,7 @@ export async function replay (att: Attachment, from: number, upTo: number, parts
     if (page === UNAVAILABLE) {
       if (!audience.has(port)) return null
       parts.log.warn({ client: port.id, at: cursor }, 'replay stopped: the event store did not answer')
-      port.send(errorFrame('store_unavailable', `Replay stopped after seq ${cursor}: the event store did not answer; reconnect with ?after=${cursor}`, { after: cursor }))
+      audience.send(port, errorFrame('store_unavailable', `Replay stopped after seq ${cursor}: the event store did not answer; reconnect with ?after=${cursor}`, { after: cursor }))
       att.backlog = null
       port.end?.('store_unavailable', `event store unavailable: reconnect with ?after=${cursor}`)
       return null
@@ -103,8 +103,8 @@ export async function replay (att: Attachment, from: number, upTo: number, parts
     if (!audience.has(port)) return noticedUpTo
     if (page.length === 0) break
     for (const event of page) {
-      if (event.seq > cursor + 1) port.send(gapFrame(cursor + 1, event.seq - 1))
-      port.send(audience.render(event, att))
+      if (event.seq > cursor + 1) audience.send(port, gapFrame(cursor + 1, event.seq - 1))
+      audience.send(port, audience.render(event, att), event.seq)
       cursor = event.seq
       const drained = port.writable?.() ?? null
       if (drained !== null) await drained
@@ -112,14 +112,14 @@ export async function replay (att: Attachment, from: number, upTo: number, parts
     }
     if (audience.holder !== att) noticedUpTo = cursor
   }
-  if (cursor < upTo) port.send(gapFrame(cursor + 1, upTo))
+  if (cursor < upTo) audience.send(port, gapFrame(cursor + 1, upTo))
   // Live frames held during the replay go out the same way; more may be held while it waits.
   const backlog = att.backlog ?? []
   for (let i = 0; i < backlog.length && audience.has(port); i++) {
     const event = backlog[i] as LogEvent
     if (event.seq <= upTo) continue
     audience.release(att, event.seq)
-    port.send(audience.render(event, att))
+    audience.send(port, audience.render(event, att), event.seq)
     const drained = port.writable?.() ?? null
     if (drained !== null) await drained
   }

@@ -6,6 +6,7 @@ import type { Logger } from 'pino'
 import type { CliLauncher, CliSpawnSpec } from '../cli/cli-handle.js'
 import type { ControlPolicy, PolicyScope } from '../control/control-policy.js'
 import type { GatewayError } from '../errors.js'
+import type { MetricsSink } from '../metrics/sink.js'
 import type { EventStore } from '../store/store.js'
 
 export interface SessionLimits {
@@ -35,4 +36,6 @@ export interface SessionDeps<S> {
   policy: ControlPolicy
   /** The tenant's workspace roots and this session's folder, for directories in grants. */
   policyScope: () => PolicyScope
+  /** What is counted for /metrics (default: nothing). */
+  metrics?: MetricsSink
 }

@@ -20,6 +20,7 @@ import { buildCliEnv } from '../cli/cli-env.js'
 import type { CliLauncher, CliSpawnSpec } from '../cli/cli-handle.js'
 import type { ControlPolicy, PolicyScope } from '../control/control-policy.js'
 import { GatewayError } from '../errors.js'
+import { type MetricsSink, noopMetrics } from '../metrics/sink.js'
 import type { SessionOptions } from '../protocol/session-options.js'
 import { type EventStore, type SessionPage, type SessionRecord, isFinal } from '../store/store.js'
 import { Session, type SessionLimits } from './session.js'
@@ -50,6 +51,8 @@ export interface SessionManagerOptions {
   env?: NodeJS.ProcessEnv
   /** CLI_ENV_ALLOW: names and prefixes passed to the CLI beyond the built-in list. */
   cliEnvAllow?: readonly string[]
+  /** What sessions count for /metrics (default: nothing). */
+  metrics?: MetricsSink
 }
 
 export class SessionManager {
@@ -60,9 +63,12 @@ export class SessionManager {
   /** Creates past admission whose CLI is not running yet: id → tenant. The limits count them. */
   readonly #reserved = new Map<string, string>()
   #closing = false
+  /** Given to every session; routes count what only they see (client frames) on it too. */
+  readonly metrics: MetricsSink
 
   constructor (options: SessionManagerOptions) {
     this.#o = options
+    this.metrics = options.metrics ?? noopMetrics
     options.store.onReconnect?.(() => { void this.#saveRecordsAgain() })
   }
 
@@ -249,7 +255,8 @@ export class SessionManager {
       onStatus: (s) => { if (s.running) this.#running.add(s); else this.#running.delete(s) },
       spawnSpec: (resume) => this.#spawnSpec(record, options, resume),
       policy: this.#o.policy,
-      policyScope: () => this.#policyScope(record, options)
+      policyScope: () => this.#policyScope(record, options),
+      metrics: this.metrics
     })
     this.#sessions.set(record.id, session)
     return session

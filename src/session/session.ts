@@ -19,6 +19,7 @@ import type { AnswerInput, AnswerResult, ControlEffect } from '../control/contro
 import { ControlPlane } from '../control/control-plane.js'
 import type { PendingRequest } from '../control/pending-requests.js'
 import { RecentIds } from '../control/recent-ids.js'
+import { type MetricsSink, noopMetrics } from '../metrics/sink.js'
 import type { ClientFrame, ControlRequestFrame } from '../protocol/client-frames.js'
 import type { SessionRecord, SessionStatus } from '../store/store.js'
 import { EventLog, type SeqRange } from './event-log.js'
@@ -28,7 +29,8 @@ import { IdleTimer } from './idle-timer.js'
 import { type ResumeVerdict, replay, resumePoint } from './replay.js'
 import type { SessionDeps as BaseDeps } from './session-deps.js'
 import { sessionView } from './session-view.js'
-import { errorFrame, gatewayFrame, isRecord, pendingNotice, withSeq } from './frames.js'
+import { isRecord } from '../protocol/is-record.js'
+import { errorFrame, gatewayFrame, pendingNotice, withSeq } from './frames.js'
 
 export type { ClientPort, EndReason, Role } from './audience.js'
 export type { AnswerInput, AnswerResult } from '../control/control-effects.js'
@@ -54,7 +56,8 @@ export class Session {
   readonly #record: SessionRecord
   readonly #events: EventLog
   readonly #control: ControlPlane<ClientPort>
-  readonly #audience = new Audience()
+  readonly #audience: Audience
+  readonly #metrics: MetricsSink
   readonly #seenUuids = new RecentIds(UUID_MEMORY)
   #cli: CliHandle | null = null
   #stopping = false
@@ -67,6 +70,8 @@ export class Session {
     this.#record = record
     this.#deps = deps
     this.#log = deps.logger.child({ session: record.id })
+    this.#metrics = deps.metrics ?? noopMetrics
+    this.#audience = new Audience(this.#metrics)
     this.#idle = new IdleTimer(deps.limits.idleTimeoutMs, () => { void this.stop('idle') })
     this.#events = new EventLog({
       sessionId: record.id,
@@ -77,6 +82,7 @@ export class Session {
       logger: deps.logger,
       onCommit: (events) => this.#audience.broadcast(events),
       onDegraded: (degraded, lost) => {
+        this.#metrics.storeDegradedChanged()
         const totals = lost === null ? {} : { missing_from: lost.from, missing_to: lost.to, dropped: lost.dropped }
         this.#audience.sendAll(gatewayFrame('store', { state: degraded ? 'degraded' : 'ok', ...totals }))
         // The store may have lost the record meanwhile (e.g. Redis restarted without persistence),
@@ -95,7 +101,8 @@ export class Session {
       cliState: () => this.#cli === null ? 'stopped' : this.#stopping ? 'stopping' : 'running',
       startCli: (opening) => this.start(opening),
       effects: (effect) => this.#apply(effect),
-      logger: this.#log
+      logger: this.#log,
+      metrics: this.#metrics
     })
   }
 
@@ -104,6 +111,8 @@ export class Session {
   get running (): boolean { return this.#cli !== null }
   get degraded (): boolean { return this.#events.degraded }
   get clientCount (): number { return this.#audience.size }
+  /** Attached clients by their role now (the holder controls); read by the metrics. */
+  get clientRoles (): { controller: number, observer: number } { return this.#audience.roles }
   get pendingRequests (): PendingRequest[] { return this.#control.list() }
   get events (): EventLog { return this.#events }
 
@@ -208,7 +217,7 @@ export class Session {
     // A client about to be ended (no replay possible yet) never takes the session from its holder.
     if (options.role === 'controller' && resume !== 'unavailable') this.#audience.hold(att)
     const holder = this.#audience.holder
-    port.send(gatewayFrame('hello', {
+    this.#audience.send(port, gatewayFrame('hello', {
       session_id: this.id,
       client_id: port.id,
       role: holder === att ? 'controller' : 'observer',
@@ -253,7 +262,7 @@ export class Session {
     if (frame.type === 'keep_alive') return
     if (frame.type === 'control_request') { this.#control.clientRequest(port, frame, this.#audience.isHolder(port)); return }
     const fail = (code: ErrorCode, message?: string, extra: Record<string, unknown> = {}): void =>
-      port.send(errorFrame(code, message ?? errorTable[code].message, extra))
+      this.#audience.send(port, errorFrame(code, message ?? errorTable[code].message, extra))
     if (!this.#audience.isHolder(port)) {
       const requestId = frame.type === 'control_response' ? frame.response.request_id : frame.type === 'control_cancel_request' ? frame.request_id : undefined
       fail('not_holder', undefined, requestId === undefined ? {} : { request_id: requestId })
@@ -294,6 +303,7 @@ export class Session {
   // ---- CLI ----
 
   #onLine (line: string): void {
+    this.#metrics.cliLine()
     let parsed: unknown
     try {
       parsed = JSON.parse(line)
@@ -359,6 +369,7 @@ export class Session {
   }
 
   #onExit (exit: CliExit): void {
+    this.#metrics.cliExited(exit.code, exit.signal)
     this.#cli = null
     this.#idle.disarm()
     const stopped = this.#stopping
@@ -377,7 +388,7 @@ export class Session {
         this.#writeCli(effect.message)
         return
       case 'send':
-        effect.to.send(effect.frame)
+        this.#audience.send(effect.to, effect.frame, effect.seq)
         return
       case 'record':
         this.#events.push((s) => gatewayFrame(effect.subtype, effect.fields, s))

@@ -19,6 +19,9 @@
  * (pings, the close frame) to the same socket at once, with nothing held in
  * its Sender while it does not compress, so the order of calls is the order
  * on the wire; its `bufferedAmount` counts what waits in the socket either way.
+ *
+ * An idle client costs only this object and one 'close' listener: the queue
+ * (and its 'drain' listener) is made the first time a frame has to wait.
  */
 import { randomUUID } from 'node:crypto'
 import { createRequire } from 'node:module'
@@ -44,50 +47,47 @@ export class WsClient implements ClientPort {
   readonly id = randomUUID()
   readonly socket: WebSocket
   readonly maxBufferedBytes: number
-  /** Cleared on each heartbeat; set again by the peer's pong. */
-  alive = true
   readonly #raw: Socket | null
   /** Frames built here go straight to `#raw` (no extension negotiated: nothing for ws to transform). */
   readonly #framesHere: boolean
-  readonly #queue: SendQueue<string | Buffer>
+  /** Null until a frame first has to wait (see `#queued`). */
+  #queue: SendQueue<string | Buffer> | null = null
   #ended = false
   #corked = false
 
-  constructor (socket: WebSocket, maxBufferedBytes: number) {
+  /**
+   * `raw` is the connection's TCP socket, the one the upgrade request came in
+   * on and ws writes to (ws has no public accessor for it); with null, frames
+   * go through ws.send.
+   */
+  constructor (socket: WebSocket, raw: Socket | null, maxBufferedBytes: number) {
     this.socket = socket
     this.maxBufferedBytes = maxBufferedBytes
-    // ws keeps its net.Socket in `_socket` (no public accessor); without it, frames go straight to ws.
-    this.#raw = (socket as unknown as { _socket?: Socket | null })._socket ?? null
+    this.#raw = raw
     this.#framesHere = this.#raw !== null && socket.extensions === ''
-    this.#queue = new SendQueue<string | Buffer>({
-      write: (chunk) => this.#write(chunk),
-      room: () => this.#raw === null || this.#raw.destroyed || this.#raw.writableLength < FLUSH_BYTES,
-      pending: () => this.socket.bufferedAmount
-    }, maxBufferedBytes, () => this.end('slow_consumer', SLOW_CONSUMER))
-    this.#raw?.on('drain', () => this.#queue.flush())
-    socket.on('pong', () => { this.alive = true })
-    socket.once('close', () => {
-      this.#ended = true
-      this.#queue.close()
-    })
+    // Registered before the owner's own 'close' listeners: sends are dropped by the time they run.
+    socket.on('close', this.#onClose.bind(this))
   }
 
   /** True once ended by the gateway or closed by the peer: sends are dropped. */
   get ended (): boolean { return this.#ended }
 
   /** Bytes sent and not yet handed to the kernel: the queue and ws's socket buffer. */
-  buffered (): number { return this.#queue.buffered() }
+  buffered (): number { return this.#queue === null ? this.socket.bufferedAmount : this.#queue.buffered() }
 
   send (data: string | Buffer): void {
     if (this.#ended) return
     // Queued as the whole WebSocket frame, so what the budget counts is what the socket will hold.
-    this.#queue.send(this.#framesHere ? textFrame(data) : data)
+    const frame = this.#framesHere ? textFrame(data) : data
+    if (this.#queue === null && this.#room()) this.#write(frame)
+    else this.#queued().send(frame)
   }
 
   /** Null while frames go straight to the socket; else settles once the queue is out and the socket has room (or the client ended). */
   writable (): Promise<void> | null {
     if (this.#ended) return null
-    return this.#queue.writable()
+    if (this.#queue === null && this.#room()) return null
+    return this.#queued().writable()
   }
 
   /** Ends the connection with the close code for `reason` (errors.ts `endCloseCodes`). No-op once ended. */
@@ -103,12 +103,36 @@ export class WsClient implements ClientPort {
   close (code: number, message: string): void {
     if (this.#ended) return
     this.#ended = true
-    this.#queue.close()
+    this.#queue?.close()
     this.socket.close(code, closeReason(message))
     const grace = code === closeCodes.serviceRestart ? SHUTDOWN_END_GRACE_MS : END_GRACE_MS
     const timer = setTimeout(() => this.socket.terminate(), grace)
     timer.unref()
     this.socket.once('close', () => clearTimeout(timer))
+  }
+
+  #onClose (): void {
+    this.#ended = true
+    this.#queue?.close()
+  }
+
+  /** True while the socket takes frames directly (always without a net.Socket: ws buffers then). */
+  #room (): boolean {
+    const raw = this.#raw
+    return raw === null || raw.destroyed || raw.writableLength < FLUSH_BYTES
+  }
+
+  /** The queue, made on first use: from then on every frame goes through it, so none overtakes one waiting. */
+  #queued (): SendQueue<string | Buffer> {
+    if (this.#queue !== null) return this.#queue
+    const queue = new SendQueue<string | Buffer>({
+      write: (chunk) => this.#write(chunk),
+      room: () => this.#room(),
+      pending: () => this.socket.bufferedAmount
+    }, this.maxBufferedBytes, () => this.end('slow_consumer', SLOW_CONSUMER))
+    this.#queue = queue
+    this.#raw?.on('drain', () => queue.flush())
+    return queue
   }
 
   #write (data: string | Buffer): void {

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, test } from 'node:test'
 import { allUserTexts, startMockAnthropic, type MockAnthropic } from '../support/mock-anthropic.js'
-import { deleteKeys, redisCommand } from '../support/redis-server.js'
+import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
 import { commandLine } from '../support/gateway.js'
 import {
   E2E_TEST_TIMEOUT_MS, WAIT_MS, type E2e, assertContiguous, closeAll, waitLive, isCli, isGateway, makeScratch, startE2e, streamedPrompt
@@ -13,7 +13,6 @@ import {
 
 after(closeAll)
 
-const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 /** Texts of the assistant's earlier messages in a request. */
 function assistantTexts (body: unknown): string[] {
@@ -70,7 +69,7 @@ test('gateway restart with Redis: the session is still listed and a new prompt r
   try {
     await redisCommand(REDIS_URL, ['PING'], { timeoutMs: 1000 })
   } catch (err) {
-    t.skip(`no Redis at ${REDIS_URL}: ${(err as Error).message}`)
+    t.skip(`no Redis answers at ${REDIS_URL} (${(err as Error).message}): run it through npm test, which starts a private redis-server, or set TEST_REDIS_URL to a running Redis`)
     return
   }
   const prefix = `cgw-e2e-${randomUUID()}:`

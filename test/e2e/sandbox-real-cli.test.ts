@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
 import { E2E_TEST_TIMEOUT_MS, allowAnswer, closeAll, isCanUseTool, isCli, isGateway, startE2e, waitLive } from '../support/e2e.js'
+import { REDIS_HOST, REDIS_PORT } from '../support/redis-server.js'
 import { sandboxUnavailable } from '../support/sandbox.js'
 
 after(closeAll)
@@ -21,7 +22,7 @@ test('sandboxed real CLI: permission prompt allowed, tool runs confined, API rea
     const holder = await e.connect(session.id)
     const command = 'touch sandboxed.txt && ' +
       `{ test -e /proc/${process.pid}/environ && echo gateway-visible || echo gateway-hidden; } && ` +
-      '{ (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && echo redis-reachable || echo redis-unreachable; } && ' +
+      `{ (exec 3<>/dev/tcp/${REDIS_HOST}/${REDIS_PORT}) 2>/dev/null && echo redis-reachable || echo redis-unreachable; } && ` +
       'echo "proxy=$HTTPS_PROXY"'
     holder.sendUser(`RUN_BASH ${command}`)
 

@@ -15,7 +15,7 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { processStartTime } from '../../src/cli/reaper.js'
 import { isStatus } from '../support/frames.js'
-import { type TestClient, eventually, processAlive, startGateway } from '../support/gateway.js'
+import { type TestClient, eventually, processAlive } from '../support/gateway.js'
 import { gateway, holderOf } from '../support/sessions.js'
 
 /** Sends a prompt and waits for its result (from the frames received after sending). */
@@ -174,8 +174,7 @@ describe('reaper', () => {
     writeFileSync(join(pids, 'gone.pid'), '2147483646\nsleep\n')
     writeFileSync(join(pids, 'notes.txt'), `${bystander.pid}\nsleep\n`) // not a .pid file
 
-    const gw = await startGateway({ dataDir })
-    t.after(() => gw.close())
+    const gw = await gateway(t, { dataDir })
     assert.equal(await orphanEnded, 'SIGTERM')
     assert.ok(!processAlive(orphan.pid as number))
     assert.equal(await recordedEnded, 'SIGTERM')

@@ -5,15 +5,15 @@
  * it used to end in a stack overflow and a 500), junk queries, ids and headers.
  */
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
-import { TOKEN_A, type TestClient, type TestGateway, startGateway } from '../support/gateway.js'
+import { before, describe, it } from 'node:test'
+import { TOKEN_A, type TestClient, type TestGateway, gateway, suiteScope } from '../support/gateway.js'
 
 const deep = (depth: number): string => `${'['.repeat(depth)}${']'.repeat(depth)}`
 
 describe('bad REST input', () => {
   let gw: TestGateway
-  before(async () => { gw = await startGateway() })
-  after(() => gw.close())
+  const scope = suiteScope()
+  before(async () => { gw = await gateway(scope) })
 
   async function send (method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<{ status: number, body: any }> {
     const res = await fetch(gw.url + path, {

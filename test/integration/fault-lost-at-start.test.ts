@@ -15,11 +15,10 @@ import { randomUUID } from 'node:crypto'
 import http from 'node:http'
 import { after, describe, it } from 'node:test'
 import { isHello } from '../support/frames.js'
-import { type TestGateway, TOKEN_A, startGateway } from '../support/gateway.js'
-import { deleteKeys } from '../support/redis-server.js'
+import { TOKEN_A, gateway, suiteScope } from '../support/gateway.js'
+import { REDIS_URL, deleteKeys } from '../support/redis-server.js'
 import { readHistory, turn } from './resume-helpers.js'
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const PREFIX = `lost-${randomUUID().slice(0, 8)}:`
 // Both gateways must read each other's signed records.
 const ENV = { REDIS_URL, REDIS_PREFIX: PREFIX, STORE_SECRET: 'lost-at-start-test-secret-0123456789abcdef' }
@@ -62,23 +61,20 @@ function followStream (url: string, done: (frame: any) => boolean, timeoutMs = 1
 }
 
 describe('sessions found running at start', () => {
-  const gateways: TestGateway[] = []
+  const scope = suiteScope()
   after(async () => {
-    for (const gw of gateways.reverse()) await gw.close()
     await deleteKeys(REDIS_URL, PREFIX)
   })
 
   it('are recorded as lost with a status frame in their own log, which followers and resuming clients get', async () => {
-    const first = await startGateway({ env: ENV })
-    gateways.push(first)
+    const first = await gateway(scope, { env: ENV })
     const { id } = await first.createSession()
     const holder = await first.connect(id, 'after=0')
     const end = await turn(first, id, holder, 'echo before the crash')
     assert.notEqual((await first.request('GET', `/v1/sessions/${id}`)).body.status, 'stopped')
 
     // Gateway 2 starts on the same store; its recovery finds the record saying a CLI runs.
-    const second = await startGateway({ env: ENV })
-    gateways.push(second)
+    const second = await gateway(scope, { env: ENV })
 
     const record = await second.request('GET', `/v1/sessions/${id}`)
     assert.equal(record.status, 200)

@@ -6,7 +6,7 @@
  * group from the CLI's pid file although its leader is gone, and still never
  * signal a group whose id was reused (told apart by the recorded start time).
  *
- * Uses REDIS_URL (default redis://127.0.0.1:6379) with a unique key prefix,
+ * Uses TEST_REDIS_URL (default redis://127.0.0.1:6379) with a unique key prefix,
  * deleted afterwards, so the restarted gateway knows the session.
  */
 import assert from 'node:assert/strict'
@@ -21,9 +21,8 @@ import { processStartTime, reapOrphans } from '../../src/cli/reaper.js'
 import { isHello } from '../support/frames.js'
 import { FAKE_CLI, TestClient, TOKEN_A, eventually, processAlive } from '../support/gateway.js'
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process.js'
-import { deleteKeys } from '../support/redis-server.js'
+import { REDIS_URL, deleteKeys } from '../support/redis-server.js'
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 /** A process this test started (or learnt of), with its start time so cleanup never hits a reused pid. */
 interface Started { pid: number, started: string | null }

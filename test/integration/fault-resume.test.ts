@@ -17,7 +17,7 @@ import { Writable } from 'node:stream'
 import { after, before, describe, it } from 'node:test'
 import pino from 'pino'
 import { isHello } from '../support/frames.js'
-import { type TestClient, type TestGateway, startGateway } from '../support/gateway.js'
+import { type TestClient, type TestGateway, gateway, suiteScope } from '../support/gateway.js'
 import { type RedisServer, startRedisServer } from '../support/redis-server.js'
 import { readHistory, settled } from './resume-helpers.js'
 
@@ -33,15 +33,15 @@ async function burst (gw: TestGateway, id: string, client: TestClient, prompt: s
 }
 
 describe('resume while the store does not answer', () => {
+  const scope = suiteScope()
   let redis: RedisServer
   let gw: TestGateway
 
   before(async () => {
     redis = await startRedisServer()
-    gw = await startGateway({ env: { ...LIMITS, REDIS_URL: redis.url, REDIS_PREFIX: 'fault-resume:', RESUME_STORE_WAIT_MS: '300' } })
+    gw = await gateway(scope, { env: { ...LIMITS, REDIS_URL: redis.url, REDIS_PREFIX: 'fault-resume:', RESUME_STORE_WAIT_MS: '300' } })
   })
   after(async () => {
-    await gw?.close()
     await redis?.kill()
   })
 
@@ -85,6 +85,7 @@ describe('resume while the store does not answer', () => {
 })
 
 describe('history lost past STORE_QUEUE_MAX', () => {
+  const scope = suiteScope()
   let redis: RedisServer
   let gw: TestGateway
   const logLines: any[] = []
@@ -92,13 +93,12 @@ describe('history lost past STORE_QUEUE_MAX', () => {
   before(async () => {
     redis = await startRedisServer()
     const sink = new Writable({ write (chunk, _enc, done) { for (const line of String(chunk).split('\n')) if (line !== '') logLines.push(JSON.parse(line)); done() } })
-    gw = await startGateway({
+    gw = await gateway(scope, {
       env: { ...LIMITS, REDIS_URL: redis.url, REDIS_PREFIX: 'fault-overflow:', STORE_QUEUE_MAX: '20', RESUME_STORE_WAIT_MS: '300' },
       parts: { logger: pino({ level: 'info' }, sink) }
     })
   })
   after(async () => {
-    await gw?.close()
     await redis?.kill()
   })
 

@@ -18,11 +18,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { isHello } from '../support/frames.js'
-import { type TestClient, type TestGateway, eventually, startGateway } from '../support/gateway.js'
-import { type RedisServer, deleteKeys, startRedisServer } from '../support/redis-server.js'
+import { type TestClient, type TestGateway, eventually, gateway, suiteScope } from '../support/gateway.js'
+import { REDIS_URL, deleteKeys, type RedisServer, startRedisServer } from '../support/redis-server.js'
 import { assertSameAsHistory, readHistory, settled } from './resume-helpers.js'
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 /** One reader across connections: its seqs in arrival order. */
 class Reader {
@@ -81,14 +80,14 @@ class Reader {
 }
 
 describe('reconnect storm', () => {
+  const scope = suiteScope()
   const prefix = `cgw-test:${randomUUID()}:`
   let gw: TestGateway
 
   before(async () => {
-    gw = await startGateway({ env: { REDIS_URL, REDIS_PREFIX: prefix, MAX_CONNECTIONS_PER_TENANT: '1000' } })
+    gw = await gateway(scope, { env: { REDIS_URL, REDIS_PREFIX: prefix, MAX_CONNECTIONS_PER_TENANT: '1000' } })
   })
   after(async () => {
-    await gw?.close()
     await deleteKeys(REDIS_URL, prefix)
   })
 
@@ -124,6 +123,7 @@ describe('reconnect storm', () => {
 })
 
 describe('Redis stopped and started again mid-burst', () => {
+  const scope = suiteScope()
   let server: RedisServer
   let gw: TestGateway
   const dir = mkdtempSync(join(tmpdir(), 'cgw-fault-redis-'))
@@ -131,10 +131,9 @@ describe('Redis stopped and started again mid-burst', () => {
   before(async () => {
     // Append-only file: a stopped Redis comes back with its data, as a production one does.
     server = await startRedisServer({ args: ['--appendonly', 'yes', '--dir', dir] })
-    gw = await startGateway({ env: { REDIS_URL: server.url, REDIS_PREFIX: 'faults:' } })
+    gw = await gateway(scope, { env: { REDIS_URL: server.url, REDIS_PREFIX: 'faults:' } })
   })
   after(async () => {
-    await gw?.close()
     await server?.kill()
     rmSync(dir, { recursive: true, force: true })
   })

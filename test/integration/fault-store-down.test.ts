@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url'
 import { after, before, describe, it } from 'node:test'
 import pino from 'pino'
 import { isHello } from '../support/frames.js'
-import { type TestGateway, TOKEN_A, eventually, startGateway } from '../support/gateway.js'
+import { type TestGateway, TOKEN_A, eventually, gateway, suiteScope } from '../support/gateway.js'
 import { upgrade } from '../support/http.js'
 import { type RedisServer, redisCommand, startRedisServer } from '../support/redis-server.js'
 import { turn } from './resume-helpers.js'
@@ -36,6 +36,7 @@ function healthcheck (gw: TestGateway): Promise<number> {
 }
 
 describe('event store down', () => {
+  const scope = suiteScope()
   let server: RedisServer
   let gw: TestGateway
   const logLines: any[] = []
@@ -48,13 +49,12 @@ describe('event store down', () => {
         done()
       }
     })
-    gw = await startGateway({
+    gw = await gateway(scope, {
       env: { REDIS_URL: server.url, REDIS_PREFIX: PREFIX, MAX_SESSIONS_PER_TENANT: '2' },
       parts: { logger: pino({ level: 'warn' }, sink) }
     })
   })
   after(async () => {
-    await gw?.close()
     await server?.kill()
   })
 
@@ -123,7 +123,7 @@ describe('event store down', () => {
     assert.ok(listed.body.sessions.some((s: any) => s.id === id), 'listed again')
   })
 
-  it('the container healthcheck fails while the store is down, not when the gateway is full', async () => {
+  it('the container healthcheck fails while the store is down, not when the gateway is full', async (t) => {
     assert.equal(await healthcheck(gw), 0)
     await server.stop()
     try {
@@ -134,15 +134,11 @@ describe('event store down', () => {
     }
     await eventually(async () => await healthcheck(gw) === 0, 10_000, 'healthy again')
 
-    const full = await startGateway({ env: { MAX_SESSIONS: '1' } })
-    try {
-      await full.createSession()
-      const ready = await full.request('GET', '/readyz')
-      assert.equal(ready.status, 503)
-      assert.equal(ready.body.status, 'unavailable')
-      assert.equal(await healthcheck(full), 0, 'a full gateway is healthy')
-    } finally {
-      await full.close()
-    }
+    const full = await gateway(t, { env: { MAX_SESSIONS: '1' } })
+    await full.createSession()
+    const ready = await full.request('GET', '/readyz')
+    assert.equal(ready.status, 503)
+    assert.equal(ready.body.status, 'unavailable')
+    assert.equal(await healthcheck(full), 0, 'a full gateway is healthy')
   })
 })

@@ -13,7 +13,7 @@ import { describe, it } from 'node:test'
 import fc from 'fast-check'
 import { errorTable } from '../../src/errors.js'
 import { permissionModes } from '../../src/protocol/client-frames.js'
-import { type TestClient, startGateway } from '../support/gateway.js'
+import { type TestClient, gateway } from '../support/gateway.js'
 import { fence } from '../support/sessions.js'
 
 const FRAMES = Number(process.env.FUZZ_FRAMES ?? 3000)
@@ -82,8 +82,7 @@ function errorFrames (c: TestClient): any[] {
 
 describe('WebSocket fuzz', () => {
   it(`survives ${FRAMES} random frames on one session without touching another (seed ${SEED})`, async (t) => {
-    const gw = await startGateway({ env: { WS_MAX_FRAMES_PER_SEC: '4000' } })
-    t.after(() => gw.close())
+    const gw = await gateway(t, { env: { WS_MAX_FRAMES_PER_SEC: '4000' } })
     const fuzzed = (await gw.createSession()).id as string
     const calm = (await gw.createSession()).id as string
     const attacker = await gw.connect(fuzzed, 'after=0')

@@ -4,27 +4,24 @@
  * that history is byte-for-byte what a live client was sent.
  */
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
-import { type TestClient, type TestGateway, TOKEN_B, startGateway } from '../support/gateway.js'
+import { before, describe, it } from 'node:test'
+import { type TestClient, type TestGateway, TOKEN_B, gateway, suiteScope } from '../support/gateway.js'
 import { readHistory, turn } from './resume-helpers.js'
 
 describe('GET /v1/sessions/:id/events', () => {
+  const scope = suiteScope()
   let gw: TestGateway
   let sessionId: string
   let live: TestClient
   let last: number
 
   before(async () => {
-    gw = await startGateway()
+    gw = await gateway(scope)
     sessionId = (await gw.createSession()).id
     // after=0: this client gets everything from seq 1, including what came before it connected.
     live = await gw.connect(sessionId, 'after=0')
     last = await turn(gw, sessionId, live, 'burst 250')
     assert.ok(last > 250, `last seq ${last}`)
-  })
-
-  after(async () => {
-    await gw?.close()
   })
 
   it('pages with after and limit; has_more and next_after lead to the next page', async () => {

@@ -5,12 +5,13 @@
  * stream is detached when the client goes, and ended when it stops reading.
  */
 import assert from 'node:assert/strict'
-import { after, afterEach, before, describe, it } from 'node:test'
-import { type TestGateway, TOKEN_A, eventually, startGateway } from '../support/gateway.js'
+import { afterEach, before, describe, it } from 'node:test'
+import { type TestGateway, TOKEN_A, eventually, gateway, suiteScope } from '../support/gateway.js'
 import { SseReader } from '../support/sse-reader.js'
 import { hello, readHistory, settled, turn } from './resume-helpers.js'
 
 describe('GET /v1/sessions/:id/events/stream', () => {
+  const scope = suiteScope()
   let gw: TestGateway
   const readers: SseReader[] = []
   const open = async (sessionId: string, query = '', headers: Record<string, string> = {}): Promise<SseReader> => {
@@ -20,13 +21,10 @@ describe('GET /v1/sessions/:id/events/stream', () => {
   }
 
   before(async () => {
-    gw = await startGateway()
+    gw = await gateway(scope)
   })
   afterEach(() => {
     for (const r of readers.splice(0)) r.close()
-  })
-  after(async () => {
-    await gw?.close()
   })
 
   it('sends history, then live frames, in order, with id = seq', async () => {
@@ -140,26 +138,22 @@ describe('GET /v1/sessions/:id/events/stream', () => {
     }
   })
 
-  it('sends keep-alive comments every KEEPALIVE_INTERVAL_MS', async () => {
+  it('sends keep-alive comments every KEEPALIVE_INTERVAL_MS', async (t) => {
     // Its own gateway: a 100 ms WebSocket heartbeat would also drop busy WebSocket clients in the other tests.
-    const quick = await startGateway({ env: { KEEPALIVE_INTERVAL_MS: '100' } })
-    try {
-      const { id } = await quick.createSession()
-      const sse = await SseReader.open(`${quick.url}/v1/sessions/${id}/events/stream`)
-      readers.push(sse)
-      await sse.until(() => sse.comments.filter((c) => c === 'keep-alive').length >= 3, 5000, 'three keep-alive comments')
-      // Heartbeats are comments only: no event was made of them.
-      assert.deepEqual(sse.events.map((e) => e.event === 'gateway' ? JSON.parse(e.data).subtype : e.id), ['hello', ...sse.frames.map((f) => String(f.seq))])
+    const quick = await gateway(t, { env: { KEEPALIVE_INTERVAL_MS: '100' } })
+    const { id } = await quick.createSession()
+    const sse = await SseReader.open(`${quick.url}/v1/sessions/${id}/events/stream`)
+    readers.push(sse)
+    await sse.until(() => sse.comments.filter((c) => c === 'keep-alive').length >= 3, 5000, 'three keep-alive comments')
+    // Heartbeats are comments only: no event was made of them.
+    assert.deepEqual(sse.events.map((e) => e.event === 'gateway' ? JSON.parse(e.data).subtype : e.id), ['hello', ...sse.frames.map((f) => String(f.seq))])
 
-      // Shutdown ends open streams (a hijacked response would otherwise hold the server open).
-      await quick.close()
-      await sse.until(() => sse.ended, 5000, 'stream ended')
-      const last = sse.events.at(-1)
-      assert.equal(last?.event, 'end')
-      assert.deepEqual(JSON.parse(last?.data ?? 'null'), { type: 'gateway', subtype: 'end', reason: 'shutting_down', message: 'gateway shutting down' })
-    } finally {
-      await quick.close()
-    }
+    // Shutdown ends open streams (a hijacked response would otherwise hold the server open).
+    await quick.close()
+    await sse.until(() => sse.ended, 5000, 'stream ended')
+    const last = sse.events.at(-1)
+    assert.equal(last?.event, 'end')
+    assert.deepEqual(JSON.parse(last?.data ?? 'null'), { type: 'gateway', subtype: 'end', reason: 'shutting_down', message: 'gateway shutting down' })
   })
 
   it('detaches from the session when the client goes away', async () => {
@@ -171,56 +165,44 @@ describe('GET /v1/sessions/:id/events/stream', () => {
     await eventually(async () => (await gw.request('GET', `/v1/sessions/${id}`)).body.clients === 0, 5000, 'stream detached')
   })
 
-  it('replays a history much larger than the backlog bound to a client that reads', async () => {
-    const small = await startGateway({ env: { WS_MAX_BUFFERED_BYTES: '65536' } })
-    try {
-      const { id } = await small.createSession()
-      const controller = await small.connect(id)
-      const end = await turn(small, id, controller, 'burst 2000 2000', 30_000) // ~4 MB of history
-      const sse = await SseReader.open(`${small.url}/v1/sessions/${id}/events/stream`)
-      readers.push(sse)
-      await sse.until(() => sse.ended || sse.frames.at(-1)?.seq === end, 30_000, `seq ${end}`)
-      assert.equal(sse.ended, false, 'not cut off as a slow consumer')
-      assert.deepEqual(sse.frames.map((f) => f.seq), Array.from({ length: end }, (_, i) => i + 1))
-    } finally {
-      await small.close()
-    }
+  it('replays a history much larger than the backlog bound to a client that reads', async (t) => {
+    const small = await gateway(t, { env: { WS_MAX_BUFFERED_BYTES: '65536' } })
+    const { id } = await small.createSession()
+    const controller = await small.connect(id)
+    const end = await turn(small, id, controller, 'burst 2000 2000', 30_000) // ~4 MB of history
+    const sse = await SseReader.open(`${small.url}/v1/sessions/${id}/events/stream`)
+    readers.push(sse)
+    await sse.until(() => sse.ended || sse.frames.at(-1)?.seq === end, 30_000, `seq ${end}`)
+    assert.equal(sse.ended, false, 'not cut off as a slow consumer')
+    assert.deepEqual(sse.frames.map((f) => f.seq), Array.from({ length: end }, (_, i) => i + 1))
   })
 
-  it('ends a stream whose client stops reading during the replay (within two keep-alive intervals)', async () => {
-    const quick = await startGateway({ env: { KEEPALIVE_INTERVAL_MS: '200' } })
-    try {
-      const { id } = await quick.createSession()
-      const controller = await quick.connect(id)
-      await turn(quick, id, controller, 'burst 3000 4000', 30_000) // ~12 MB: more than the socket buffers hold
-      controller.terminate()
-      await eventually(async () => (await quick.request('GET', `/v1/sessions/${id}`)).body.clients === 0, 5000, 'controller gone')
-      const sse = await SseReader.open(`${quick.url}/v1/sessions/${id}/events/stream`)
-      readers.push(sse)
-      sse.pause()
-      await eventually(async () => (await quick.request('GET', `/v1/sessions/${id}`)).body.clients === 0, 10_000, 'stalled stream dropped')
-    } finally {
-      await quick.close()
-    }
+  it('ends a stream whose client stops reading during the replay (within two keep-alive intervals)', async (t) => {
+    const quick = await gateway(t, { env: { KEEPALIVE_INTERVAL_MS: '200' } })
+    const { id } = await quick.createSession()
+    const controller = await quick.connect(id)
+    await turn(quick, id, controller, 'burst 3000 4000', 30_000) // ~12 MB: more than the socket buffers hold
+    controller.terminate()
+    await eventually(async () => (await quick.request('GET', `/v1/sessions/${id}`)).body.clients === 0, 5000, 'controller gone')
+    const sse = await SseReader.open(`${quick.url}/v1/sessions/${id}/events/stream`)
+    readers.push(sse)
+    sse.pause()
+    await eventually(async () => (await quick.request('GET', `/v1/sessions/${id}`)).body.clients === 0, 10_000, 'stalled stream dropped')
   })
 
-  it('ends a stream whose client stops reading once its backlog passes the bound', async () => {
-    const small = await startGateway({ env: { WS_MAX_BUFFERED_BYTES: '65536' } })
-    try {
-      const { id } = await small.createSession()
-      const controller = await small.connect(id)
-      await hello(controller)
-      const sse = await SseReader.open(`${small.url}/v1/sessions/${id}/events/stream`)
-      readers.push(sse)
-      await sse.until(() => sse.gatewayFrames.find((f) => f.subtype === 'hello'))
-      sse.pause()
-      // Far more than the socket buffers hold: the gateway's own backlog must grow past 64 KiB.
-      controller.sendUser('burst 3000 4000')
-      await eventually(async () => (await small.request('GET', `/v1/sessions/${id}`)).body.clients === 1, 20_000, 'slow stream dropped')
-      // The session and its other client carried on.
-      await settled(small, id, controller, 30_000)
-    } finally {
-      await small.close()
-    }
+  it('ends a stream whose client stops reading once its backlog passes the bound', async (t) => {
+    const small = await gateway(t, { env: { WS_MAX_BUFFERED_BYTES: '65536' } })
+    const { id } = await small.createSession()
+    const controller = await small.connect(id)
+    await hello(controller)
+    const sse = await SseReader.open(`${small.url}/v1/sessions/${id}/events/stream`)
+    readers.push(sse)
+    await sse.until(() => sse.gatewayFrames.find((f) => f.subtype === 'hello'))
+    sse.pause()
+    // Far more than the socket buffers hold: the gateway's own backlog must grow past 64 KiB.
+    controller.sendUser('burst 3000 4000')
+    await eventually(async () => (await small.request('GET', `/v1/sessions/${id}`)).body.clients === 1, 20_000, 'slow stream dropped')
+    // The session and its other client carried on.
+    await settled(small, id, controller, 30_000)
   })
 })

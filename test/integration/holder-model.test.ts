@@ -16,7 +16,7 @@ import { after, before, describe, it } from 'node:test'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { StoredEvent } from '../../src/store/store.js'
 import { type Frame, isError, isPrompt, isRefusal, resolved } from '../support/frames.js'
-import { type TestClient, type TestGateway, eventually, startGateway } from '../support/gateway.js'
+import { type TestClient, type TestGateway, eventually, gateway, suiteScope } from '../support/gateway.js'
 import { LIMITS, answersTo, fence, openSession } from '../support/sessions.js'
 
 const holderFrames = (c: TestClient): Frame[] => c.frames.filter((f) => f.type === 'gateway' && f.subtype === 'holder')
@@ -28,8 +28,8 @@ async function clientsAre (gw: TestGateway, id: string, n: number): Promise<void
 
 describe('holder model', () => {
   let gw: TestGateway
-  before(async () => { gw = await startGateway({ env: LIMITS }) })
-  after(async () => { await gw.close() })
+  const scope = suiteScope()
+  before(async () => { gw = await gateway(scope, { env: LIMITS }) })
 
   it('hello tells role and holder; an observer never takes the session; the newest controller does and the previous holder is told', async (t) => {
     const s = await openSession(gw, t)
@@ -290,12 +290,13 @@ class GatedStore extends MemoryStore {
 describe('holder changes racing the event log', () => {
   let gw: TestGateway
   const store = new GatedStore({ retention: { maxEventsPerSession: 100_000, ttlSecondsAfterEnd: 0 } })
-  before(async () => { gw = await startGateway({ env: LIMITS, parts: { store } }) })
-  after(async () => {
+  // Gates open first: the gateway's close waits for held appends and reads. (After hooks run in order.)
+  after(() => {
     store.releaseAppends()
     store.releaseReads()
-    await gw.close()
   })
+  const scope = suiteScope()
+  before(async () => { gw = await gateway(scope, { env: LIMITS, parts: { store } }) })
 
   it('a controller promoted while the request is not yet stored gets it once, in seq order, after the frames before it', async (t) => {
     const s = await openSession(gw, t)

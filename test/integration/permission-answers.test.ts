@@ -8,9 +8,9 @@
 import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { after, before, describe, it } from 'node:test'
+import { before, describe, it } from 'node:test'
 import { type Frame, isError, isPrompt, isResult, label, promptToResult, referenceWindow, resolved } from '../support/frames.js'
-import { type TestGateway, startGateway } from '../support/gateway.js'
+import { type TestGateway, gateway, suiteScope } from '../support/gateway.js'
 import { LIMITS, answer, answersTo, ask, fence, setup } from '../support/sessions.js'
 
 const DEFAULT_DENY = 'The user denied this tool use.'
@@ -21,8 +21,8 @@ function sessionCwd (gw: TestGateway, sessionId: string): string {
 
 describe('answering permission prompts over the WebSocket', () => {
   let gw: TestGateway
-  before(async () => { gw = await startGateway({ env: LIMITS }) })
-  after(async () => { await gw.close() })
+  const scope = suiteScope()
+  before(async () => { gw = await gateway(scope, { env: LIMITS }) })
 
   it('allow without updatedInput: the request\'s own input and its tool_use_id go to the CLI, once; the tool runs; every client is told', async (t) => {
     const { id, holder, holderId, observer } = await setup(gw, t)

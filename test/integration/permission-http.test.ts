@@ -9,15 +9,15 @@
 import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { after, before, describe, it } from 'node:test'
+import { before, describe, it } from 'node:test'
 import { type Frame, isError, isResult, resolved, resolvedFrame } from '../support/frames.js'
-import { TOKEN_B, type TestGateway, startGateway } from '../support/gateway.js'
+import { TOKEN_B, type TestGateway, gateway, suiteScope } from '../support/gateway.js'
 import { LIMITS, answersTo, ask, fence, setup } from '../support/sessions.js'
 
 describe('permission prompts over HTTP', () => {
   let gw: TestGateway
-  before(async () => { gw = await startGateway({ env: LIMITS }) })
-  after(async () => { await gw.close() })
+  const scope = suiteScope()
+  before(async () => { gw = await gateway(scope, { env: LIMITS }) })
 
   it('lists the pending prompt and answers it with allow: the request\'s input and tool_use_id go to the CLI; clients are told', async (t) => {
     const { id, holder, observer, permissions } = await setup(gw, t)

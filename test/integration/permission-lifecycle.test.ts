@@ -9,19 +9,19 @@
  * the real CLI 2.1.332 (interrupt_pending_permission).
  */
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { before, describe, it } from 'node:test'
 import { type Frame, isError, isPrompt, isResult, promptToResult, referenceWindow, resolved, resolvedFrame } from '../support/frames.js'
-import { type TestGateway, eventually, processAlive, startGateway } from '../support/gateway.js'
+import { type TestGateway, eventually, processAlive, gateway, suiteScope } from '../support/gateway.js'
 import { LIMITS, answer, answersTo, ask, fence, setup } from '../support/sessions.js'
 
 const TIMEOUT_MS = 300
 
 describe(`with PERMISSION_TIMEOUT_MS and CONTROL_REQUEST_TIMEOUT_MS at ${TIMEOUT_MS}`, () => {
+  const scope = suiteScope()
   let gw: TestGateway
   before(async () => {
-    gw = await startGateway({ env: { ...LIMITS, PERMISSION_TIMEOUT_MS: String(TIMEOUT_MS), CONTROL_REQUEST_TIMEOUT_MS: String(TIMEOUT_MS) } })
+    gw = await gateway(scope, { env: { ...LIMITS, PERMISSION_TIMEOUT_MS: String(TIMEOUT_MS), CONTROL_REQUEST_TIMEOUT_MS: String(TIMEOUT_MS) } })
   })
-  after(async () => { await gw.close() })
 
   it('an unanswered prompt is denied with interrupt and a timed-out message, the turn ends, and later answers are refused', async (t) => {
     const { id, holder, observer } = await setup(gw, t)
@@ -92,9 +92,9 @@ describe(`with PERMISSION_TIMEOUT_MS and CONTROL_REQUEST_TIMEOUT_MS at ${TIMEOUT
 })
 
 describe('prompts that end without an answer', () => {
+  const scope = suiteScope()
   let gw: TestGateway
-  before(async () => { gw = await startGateway({ env: LIMITS }) })
-  after(async () => { await gw.close() })
+  before(async () => { gw = await gateway(scope, { env: LIMITS }) })
 
   it('interrupt while a prompt is pending: the CLI cancels it, nothing is written for it, frames follow the recorded transcript', async (t) => {
     const { id, holder, observer } = await setup(gw, t)

@@ -8,12 +8,11 @@
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
-import { after, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import type { AppParts } from '../../src/app.js'
-import { type TestGateway, eventually, startGateway } from '../support/gateway.js'
-import { deleteKeys, redisCommand } from '../support/redis-server.js'
+import { type TestGateway, eventually, gateway, suiteScope } from '../support/gateway.js'
+import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 /** Every session record under `prefix`, read straight from Redis. */
 async function records (prefix: string): Promise<any[]> {
@@ -28,12 +27,11 @@ function tally (list: any[]): Record<string, number> {
 }
 
 describe('concurrent creates (Redis store)', () => {
-  const cleanups: Array<() => Promise<void>> = []
-  after(async () => { for (const c of cleanups.splice(0).reverse()) await c() })
+  const scope = suiteScope()
   const start = async (env: Record<string, string>, parts?: AppParts): Promise<{ gw: TestGateway, prefix: string }> => {
     const prefix = `cgw-test:${randomUUID()}:`
-    const gw = await startGateway({ env: { REDIS_URL, REDIS_PREFIX: prefix, ...env }, ...(parts === undefined ? {} : { parts }) })
-    cleanups.push(async () => { await gw.close(); await deleteKeys(REDIS_URL, prefix) })
+    scope.after(() => deleteKeys(REDIS_URL, prefix))
+    const gw = await gateway(scope, { env: { REDIS_URL, REDIS_PREFIX: prefix, ...env }, ...(parts === undefined ? {} : { parts }) })
     return { gw, prefix }
   }
 

@@ -18,20 +18,20 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { isHello } from '../support/frames.js'
-import { type TestGateway, eventually, startGateway } from '../support/gateway.js'
+import { type TestGateway, eventually, gateway, suiteScope } from '../support/gateway.js'
 import { type RedisServer, startRedisServer } from '../support/redis-server.js'
 import { readHistory, settled, turn } from './resume-helpers.js'
 
 describe('Redis restart while a session is producing', () => {
+  const scope = suiteScope()
   let server: RedisServer
   let gw: TestGateway
 
   before(async () => {
     server = await startRedisServer()
-    gw = await startGateway({ env: { REDIS_URL: server.url, REDIS_PREFIX: 'outage:' } })
+    gw = await gateway(scope, { env: { REDIS_URL: server.url, REDIS_PREFIX: 'outage:' } })
   })
   after(async () => {
-    await gw?.close()
     await server?.kill()
   })
 

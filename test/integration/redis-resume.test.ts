@@ -4,7 +4,7 @@
  * restarted gateway on the same Redis and DATA_DIR lists the session, serves
  * its events, and continues the conversation with `--resume <id>`.
  *
- * Uses REDIS_URL (default redis://127.0.0.1:6379) with a unique key prefix per
+ * Uses TEST_REDIS_URL (default redis://127.0.0.1:6379) with a unique key prefix per
  * gateway, deleted afterwards.
  */
 import assert from 'node:assert/strict'
@@ -17,11 +17,10 @@ import { after, afterEach, before, describe, it } from 'node:test'
 import { RedisStore } from '../../src/store/redis.js'
 import type { EventStore } from '../../src/store/store.js'
 import { isHello } from '../support/frames.js'
-import { type TestGateway, startGateway } from '../support/gateway.js'
-import { deleteKeys } from '../support/redis-server.js'
+import { type Scope, type TestGateway, gateway, suiteScope } from '../support/gateway.js'
+import { REDIS_URL, deleteKeys } from '../support/redis-server.js'
 import { assertSameAsHistory, readHistory, resumeScenarios, statusBecomes, turn } from './resume-helpers.js'
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const RETENTION = { maxEventsPerSession: 100_000, ttlSecondsAfterEnd: 3600 }
 
 function redisEnv (prefix: string): Record<string, string> {
@@ -29,15 +28,15 @@ function redisEnv (prefix: string): Record<string, string> {
 }
 
 describe('WebSocket resume (Redis store)', () => {
+  const scope = suiteScope()
   let gw: TestGateway
   const prefix = `cgw-test:${randomUUID()}:`
 
   before(async () => {
-    gw = await startGateway({ env: redisEnv(prefix) })
+    gw = await gateway(scope, { env: redisEnv(prefix) })
     assert.equal(gw.app.gateway.store.kind, 'redis')
   })
   after(async () => {
-    await gw?.close()
     await deleteKeys(REDIS_URL, prefix)
   })
 
@@ -49,6 +48,8 @@ describe('history across a gateway restart (Redis store)', () => {
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
   })
+  /** Gateways belong to the test too: closed, newest first, before its prefix and DATA_DIR go. */
+  const scope: Scope = { after: (fn) => { cleanups.push(async () => { await fn() }) } }
 
   /** A prefix and a DATA_DIR shared by the gateways of one test, removed afterwards. */
   function shared (): { prefix: string, dataDir: string } {
@@ -62,12 +63,7 @@ describe('history across a gateway restart (Redis store)', () => {
   }
 
   async function start (prefix: string, dataDir: string, store?: EventStore): Promise<TestGateway> {
-    const gw = await startGateway({ env: redisEnv(prefix), dataDir, parts: store === undefined ? {} : { store } })
-    let closed = false
-    const close = gw.close.bind(gw)
-    gw.close = async () => { if (!closed) { closed = true; await close() } }
-    cleanups.push(() => gw.close())
-    return gw
+    return await gateway(scope, { env: redisEnv(prefix), dataDir, parts: store === undefined ? {} : { store } })
   }
 
   /** Checks the restarted gateway continues the conversation: the CLI is started again with --resume <id>. */

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs'
 import { createServer, connect, type Socket } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { test } from 'node:test'
-import { TOKEN_A, type TestGateway, eventually, startGateway } from '../support/gateway.js'
+import { TOKEN_A, type TestGateway, eventually, gateway } from '../support/gateway.js'
 
 const BIN = fileURLToPath(new URL('../../bin/claude-remote', import.meta.url))
 /** The project's own recording of the real CLI 2.1.332 driven as the Agent SDK drives it (npm run record). */
@@ -136,8 +136,7 @@ async function onlySession (gw: TestGateway): Promise<any> {
 }
 
 test('a turn through claude-remote: the CLI\'s lines byte for byte, no seq, no gateway frame; EOF ends the session (exit 0)', async (t) => {
-  const gw = await startGateway()
-  t.after(() => gw.close())
+  const gw = await gateway(t)
   const remote = spawnRemote(gw)
   t.after(() => remote.child.kill('SIGKILL'))
   const init = sdkInitialize()
@@ -168,8 +167,7 @@ test('a turn through claude-remote: the CLI\'s lines byte for byte, no seq, no g
 })
 
 test('flags the gateway cannot honour and unknown flags: a clear stderr line, exit 2, no session', async (t) => {
-  const gw = await startGateway()
-  t.after(() => gw.close())
+  const gw = await gateway(t)
   const cases: Array<[string[], RegExp]> = [
     [[...SDK_ARGS, '--bogus-flag'], /unknown flag --bogus-flag/],
     [[...SDK_ARGS, '--fork-session'], /--fork-session is not supported through the gateway/],
@@ -192,8 +190,7 @@ test('flags the gateway cannot honour and unknown flags: a clear stderr line, ex
 })
 
 test('argv flags become session options (the SDK\'s --flag=value forms)', async (t) => {
-  const gw = await startGateway()
-  t.after(() => gw.close())
+  const gw = await gateway(t)
   const remote = spawnRemote(gw, [...SDK_ARGS, '--model=claude-x-1', '--permission-mode=acceptEdits', '--allowedTools=Read,Bash(git log:*)', '--disallowedTools=Write', '--max-turns=3', '--include-partial-messages', '--append-system-prompt=be brief'])
   t.after(() => remote.child.kill('SIGKILL'))
   remote.write(userLine('echo options'))
@@ -219,8 +216,7 @@ test('argv flags become session options (the SDK\'s --flag=value forms)', async 
 })
 
 test('a dropped connection mid-turn is resumed by seq: no line lost or repeated; a line written meanwhile arrives', async (t) => {
-  const gw = await startGateway()
-  t.after(() => gw.close())
+  const gw = await gateway(t)
   const remote = spawnRemote(gw)
   t.after(() => remote.child.kill('SIGKILL'))
   remote.write(sdkInitialize())
@@ -239,8 +235,7 @@ test('a dropped connection mid-turn is resumed by seq: no line lost or repeated;
 })
 
 test('stdin EOF while a permission prompt waits: denied as the CLI denies it, the turn ends, exit 0', async (t) => {
-  const gw = await startGateway()
-  t.after(() => gw.close())
+  const gw = await gateway(t)
   const remote = spawnRemote(gw)
   t.after(() => remote.child.kill('SIGKILL'))
   remote.write(sdkInitialize())
@@ -257,8 +252,7 @@ test('stdin EOF while a permission prompt waits: denied as the CLI denies it, th
 })
 
 test('exit code 1 when the last result was an error; SIGTERM stops the session with 143', async (t) => {
-  const gw = await startGateway()
-  t.after(() => gw.close())
+  const gw = await gateway(t)
   const failing = spawnRemote(gw)
   t.after(() => failing.child.kill('SIGKILL'))
   failing.write(userLine('api-error'))
@@ -280,8 +274,7 @@ test('exit code 1 when the last result was an error; SIGTERM stops the session w
 })
 
 test('--resume attaches to the gateway session; options that differ from it are refused', async (t) => {
-  const gw = await startGateway()
-  t.after(() => gw.close())
+  const gw = await gateway(t)
   const first = spawnRemote(gw)
   t.after(() => first.child.kill('SIGKILL'))
   first.write(userLine('echo first'))
@@ -313,8 +306,7 @@ test('--resume attaches to the gateway session; options that differ from it are 
 const QUIET = { KEEPALIVE_INTERVAL_MS: '3600000' }
 
 test('a control request and a user line with a uuid lost with the connection are sent again: answered once, run once', async (t) => {
-  const gw = await startGateway({ env: QUIET })
-  t.after(() => gw.close())
+  const gw = await gateway(t, { env: QUIET })
   const fwd = await startForwarder(gw)
   t.after(() => fwd.close())
   const remote = spawnRemote(gw, SDK_ARGS, { CLAUDE_REMOTE_URL: fwd.url })
@@ -349,8 +341,7 @@ test('a control request and a user line with a uuid lost with the connection are
 
 test('a request sent again that the gateway still has in flight: its duplicate_request_id refusal is not the host\'s', async (t) => {
   // The CLI never answers: the initialize and lost-2 stay in flight on the gateway.
-  const gw = await startGateway({ env: QUIET, cliArgs: ['--fake-mode', 'hang'] })
-  t.after(() => gw.close())
+  const gw = await gateway(t, { env: QUIET, cliArgs: ['--fake-mode', 'hang'] })
   const fwd = await startForwarder(gw)
   t.after(() => fwd.close())
   const remote = spawnRemote(gw, [...SDK_ARGS, '--debug'], { CLAUDE_REMOTE_URL: fwd.url })

@@ -4,19 +4,17 @@
  * the replay starts exactly there, then continues live.
  */
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { before, describe, it } from 'node:test'
 import { isHello } from '../support/frames.js'
-import { type TestGateway, startGateway } from '../support/gateway.js'
+import { type TestGateway, gateway, suiteScope } from '../support/gateway.js'
 import { readHistory, turn } from './resume-helpers.js'
 
 describe('WebSocket resume across trimmed history', () => {
+  const scope = suiteScope()
   let gw: TestGateway
 
   before(async () => {
-    gw = await startGateway({ env: { EVENTS_MAX_PER_SESSION: '100' } })
-  })
-  after(async () => {
-    await gw?.close()
+    gw = await gateway(scope, { env: { EVENTS_MAX_PER_SESSION: '100' } })
   })
 
   it('says "gap" with oldest_seq and replays from there', async () => {

@@ -6,14 +6,15 @@
  * `firstSeq` is held back by a gate so that window is wide open.
  */
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { before, describe, it } from 'node:test'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { EventStore } from '../../src/store/store.js'
 import { isHello } from '../support/frames.js'
-import { type TestClient, type TestGateway, eventually, startGateway } from '../support/gateway.js'
+import { type TestClient, type TestGateway, eventually, gateway, suiteScope } from '../support/gateway.js'
 import { turn } from './resume-helpers.js'
 
 describe('resume: hello comes first', () => {
+  const scope = suiteScope()
   let gw: TestGateway
   let gate: Promise<void> | null = null
   let waiting = 0
@@ -40,10 +41,7 @@ describe('resume: hello comes first', () => {
       }
     })
     // A frame rate high enough for a client to pass the 256 frames held before hello.
-    gw = await startGateway({ parts: { store }, env: { WS_MAX_FRAMES_PER_SEC: '1000' } })
-  })
-  after(async () => {
-    await gw?.close()
+    gw = await gateway(scope, { parts: { store }, env: { WS_MAX_FRAMES_PER_SEC: '1000' } })
   })
 
   it('holder and store notices sent while a client attaches do not overtake its hello', async () => {

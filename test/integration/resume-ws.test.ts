@@ -6,19 +6,17 @@
  * the same scenarios on the Redis store.
  */
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { before, describe, it } from 'node:test'
 import { isHello } from '../support/frames.js'
-import { type TestGateway, startGateway } from '../support/gateway.js'
+import { type TestGateway, gateway, suiteScope } from '../support/gateway.js'
 import { assertSameAsHistory, readHistory, resumeScenarios, turn } from './resume-helpers.js'
 
 describe('WebSocket resume (memory store)', () => {
+  const scope = suiteScope()
   let gw: TestGateway
 
   before(async () => {
-    gw = await startGateway()
-  })
-  after(async () => {
-    await gw?.close()
+    gw = await gateway(scope)
   })
 
   it('hello says resume "ok"; the client gets exactly the frames after the seq, then live ones', async () => {

@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
-import { TOKEN_B, type TestClient, type TestGateway, eventually, processAlive, startGateway } from '../support/gateway.js'
+import { TOKEN_B, type TestClient, type TestGateway, eventually, processAlive, gateway } from '../support/gateway.js'
 import { pidsWithArgv, run, sandboxUnavailable, say } from '../support/sandbox.js'
 
 const unavailable = sandboxUnavailable()
@@ -19,8 +19,7 @@ interface Setup { gw: TestGateway, id: string, holder: TestClient, secretOfB: st
 
 async function setup (t: TestContext, body: Record<string, unknown> = {}): Promise<Setup> {
   // No --fake-log-dir: it is under the gateway's DATA_DIR, which no sandbox shows.
-  const gw = await startGateway({ env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '' } })
-  t.after(() => gw.close())
+  const gw = await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '' } })
   const b = await gw.createSession({}, TOKEN_B)
   const holderB = await gw.connect(b.id, '', TOKEN_B)
   await holderB.waitFor((f) => f.subtype === 'hello')
@@ -125,8 +124,7 @@ describe('SANDBOX=bwrap (fake CLI)', { skip: unavailable ?? false }, () => {
 
 describe('SANDBOX=bwrap stop ladder', { skip: unavailable ?? false }, () => {
   it('ends a sandboxed CLI that ignores stdin EOF and SIGTERM: the signal to the group takes the whole sandbox down', async (t) => {
-    const gw = await startGateway({ env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '--fake-mode hang,ignore-sigterm', CLI_STOP_TIMEOUT_MS: '300' } })
-    t.after(() => gw.close())
+    const gw = await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '--fake-mode hang,ignore-sigterm', CLI_STOP_TIMEOUT_MS: '300' } })
     const created = await gw.createSession()
     const holder = await gw.connect(created.id)
     t.after(() => holder.terminate())
@@ -161,7 +159,7 @@ describe('SANDBOX=bwrap start-up', { skip: unavailable ?? false }, () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'cgw-probe-'))
     t.after(() => rmSync(dataDir, { recursive: true, force: true }))
     await assert.rejects(
-      startGateway({ dataDir, env: { SANDBOX: 'bwrap' }, parts: { probeSandbox: async () => ({ code: 1, signal: null, error: '', output: 'bwrap: No permissions to create new namespace' }) } }),
+      gateway(t, { dataDir, env: { SANDBOX: 'bwrap' }, parts: { probeSandbox: async () => ({ code: 1, signal: null, error: '', output: 'bwrap: No permissions to create new namespace' }) } }),
       (err: Error) => {
         assert.match(err.message, /SANDBOX=bwrap \(the default\) cannot run here/)
         assert.match(err.message, /No permissions to create new namespace/)

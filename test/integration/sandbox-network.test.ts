@@ -1,12 +1,13 @@
 /**
  * The gateway as operators run it (src/server.ts in its own process, secrets
- * in its environment, Redis on 127.0.0.1:6379, SANDBOX left at its default)
- * and a tenant's tool (fake CLI `run`) trying the issue's findings 1 and 3
- * from inside its sandbox: the gateway's /proc/<pid>/environ, Redis and the
- * gateway's port directly and through the egress proxy. Only the allowed
- * API destination (ANTHROPIC_BASE_URL, here a local stand-in) is reachable,
- * and only through the proxy. On today's main every refusal below is a
- * success: the tool shares the host's network and /proc.
+ * in its environment, the tests' Redis (TEST_REDIS_URL, else 127.0.0.1:6379),
+ * SANDBOX left at its default) and a tenant's tool (fake CLI `run`) trying
+ * the issue's findings 1 and 3 from inside its sandbox: the gateway's
+ * /proc/<pid>/environ, Redis and the gateway's port directly and through
+ * the egress proxy. Only the allowed API destination (ANTHROPIC_BASE_URL,
+ * here a local stand-in) is reachable, and only through the proxy. On
+ * today's main every refusal below is a success: the tool shares the host's
+ * network and /proc.
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
@@ -20,13 +21,13 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { after, before, describe, it } from 'node:test'
 import { FAKE_CLI, TOKEN_A, TOKEN_B, TestClient, eventually } from '../support/gateway.js'
-import { deleteKeys } from '../support/redis-server.js'
+import { REDIS_HOST, REDIS_PORT, REDIS_URL, deleteKeys } from '../support/redis-server.js'
 import { run, sandboxUnavailable } from '../support/sandbox.js'
 
 const unavailable = sandboxUnavailable()
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const PROBE = fileURLToPath(new URL('../fixtures/net-probe.mjs', import.meta.url))
-const REDIS_URL = 'redis://127.0.0.1:6379'
+const REDIS = `${REDIS_HOST}:${REDIS_PORT}`
 const PREFIX = `cgw-sandbox-${randomBytes(4).toString('hex')}:`
 const PROXY = '127.0.0.1:3128' // the forwarder inside every sandbox
 
@@ -95,35 +96,36 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
   })
 
   it("keeps the gateway's environment (tokens, REDIS_URL) out of reach", async () => {
-    const out = await run(holder, `cat /proc/${server.pid}/environ; cat /proc/1/environ /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -e GATEWAY_TOKENS -e REDIS_URL -e ${TOKEN_B}`)
+    // 2>&1: the error comes on stdout, in order before the count (stderr could arrive after it).
+    const out = await run(holder, `cat /proc/${server.pid}/environ 2>&1; cat /proc/1/environ /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -e GATEWAY_TOKENS -e REDIS_URL -e ${TOKEN_B}`)
     assert.match(out, new RegExp(`/proc/${server.pid}/environ: No such file or directory`))
     assert.match(out, /^0\n\[exit 1\]$/m)
     assert.doesNotMatch(out, new RegExp(TOKEN_B))
   })
 
   it('reaches neither Redis nor the gateway nor the API directly: the sandbox has its own network', async () => {
-    const targets = [['127.0.0.1', 6379], ['127.0.0.1', gwPort], ['127.0.0.1', apiPort]] as const
+    const targets = [[REDIS_HOST, REDIS_PORT], ['127.0.0.1', gwPort], ['127.0.0.1', apiPort]] as const
     for (const [host, port] of targets) {
       assert.match(await run(holder, `node ${PROBE} tcp ${host} ${port}`), /^error (ECONNREFUSED|ENETUNREACH|EHOSTUNREACH)\n\[exit 0\]$/, `${host}:${port}`)
     }
     const external = Object.values(networkInterfaces()).flat().find((i) => i !== undefined && !i.internal && i.family === 'IPv4')
     if (external !== undefined) {
-      assert.match(await run(holder, `node ${PROBE} tcp ${external.address} 6379`), /^error (ENETUNREACH|EHOSTUNREACH|ECONNREFUSED)\n/, 'a host address is unreachable too')
+      assert.match(await run(holder, `node ${PROBE} tcp ${external.address} ${REDIS_PORT}`), /^error (ENETUNREACH|EHOSTUNREACH|ECONNREFUSED)\n/, 'a host address is unreachable too')
     }
   })
 
   it('refuses every destination but the allowed one through the proxy, and logs the refusal with the session id', async () => {
-    for (const target of ['127.0.0.1:6379', `127.0.0.1:${gwPort}`, `localhost:${apiPort}`, 'example.com:443']) {
+    for (const target of [REDIS, `127.0.0.1:${gwPort}`, `localhost:${apiPort}`, 'example.com:443']) {
       assert.match(await run(holder, `node ${PROBE} connect ${PROXY} ${target}`), /^HTTP\/1\.1 403 Forbidden\n/, `CONNECT ${target}`)
     }
-    assert.match(await run(holder, `node ${PROBE} get ${PROXY} http://127.0.0.1:6379/`), /^HTTP\/1\.1 403 Forbidden \| egress not allowed/)
+    assert.match(await run(holder, `node ${PROBE} get ${PROXY} http://${REDIS}/`), /^HTTP\/1\.1 403 Forbidden \| egress not allowed/)
     assert.match(await run(holder, `node ${PROBE} get ${PROXY} http://127.0.0.1:${gwPort}/healthz`), /^HTTP\/1\.1 403 Forbidden/)
 
     assert.match(await run(holder, `node ${PROBE} connect ${PROXY} 127.0.0.1:${apiPort}`), /^HTTP\/1\.1 200 Connection Established \| HTTP\/1\.1 200 OK \| tunnel-ok\n/)
     assert.match(await run(holder, `node ${PROBE} get ${PROXY} http://127.0.0.1:${apiPort}/v1/models`), /^HTTP\/1\.1 200 OK \| api-ok GET \/v1\/models\n/)
     // curl honours the sandbox's HTTP_PROXY as the CLI does.
-    assert.match(await run(holder, `curl -sS -m 5 http://127.0.0.1:${apiPort}/via-env; echo; curl -sS -m 5 -o /dev/null -w '%{http_code}' http://127.0.0.1:6379/`), /^api-ok GET \/via-env\n403/)
+    assert.match(await run(holder, `curl -sS -m 5 http://127.0.0.1:${apiPort}/via-env; echo; curl -sS -m 5 -o /dev/null -w '%{http_code}' http://${REDIS}/`), /^api-ok GET \/via-env\n403/)
 
-    await eventually(() => logs.split('\n').some((l) => l.includes('sandbox egress refused') && l.includes(sessionId) && l.includes('127.0.0.1:6379')), 5000, 'a refusal log line naming the session')
+    await eventually(() => logs.split('\n').some((l) => l.includes('sandbox egress refused') && l.includes(sessionId) && l.includes(REDIS)), 5000, 'a refusal log line naming the session')
   })
 })

@@ -14,7 +14,7 @@ import assert from 'node:assert/strict'
 import { existsSync, lstatSync, mkdirSync, realpathSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
-import { type TestClient, startGateway } from '../support/gateway.js'
+import { type TestClient, gateway } from '../support/gateway.js'
 import { run, sandboxUnavailable } from '../support/sandbox.js'
 
 const unavailable = sandboxUnavailable()
@@ -47,8 +47,7 @@ async function turn (holder: TestClient, prompt: string): Promise<string | null>
 
 describe('symlink-swap race against the sandbox mounts', { skip: unavailable ?? false }, () => {
   it('never shows a restarted session another tenant\'s files, whichever way the swap stands', { timeout: DEADLINE_MS + 30_000 }, async (t) => {
-    const gw = await startGateway({ env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '' } })
-    t.after(() => gw.close())
+    const gw = await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '' } })
     mkdirSync(join(gw.dataDir, 'workspaces', 'tenant-b'), { recursive: true })
     const workspaces = realpathSync(join(gw.dataDir, 'workspaces'))
     writeFileSync(join(workspaces, 'tenant-b', 'secret.txt'), SECRET)

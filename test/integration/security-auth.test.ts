@@ -9,9 +9,9 @@
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { after, before, describe, it } from 'node:test'
+import { before, describe, it } from 'node:test'
 import { SignJWT, UnsecuredJWT, exportPKCS8, exportSPKI, generateKeyPair } from 'jose'
-import { TOKEN_A, TOKEN_B, type TestGateway, TestClient, eventually, startGateway } from '../support/gateway.js'
+import { TOKEN_A, TOKEN_B, type TestGateway, TestClient, eventually, gateway, suiteScope } from '../support/gateway.js'
 import { raw, upgrade } from '../support/http.js'
 
 const JWT_SECRET = 'jwt-secret-for-tests-0123456789-abcdefghijklmnop'
@@ -25,16 +25,16 @@ async function jwt (claims: Record<string, unknown>, opts: { exp?: string | numb
 }
 
 describe('authentication', () => {
+  const scope = suiteScope()
   let gw: TestGateway
   let mine: string
   let other: string
 
   before(async () => {
-    gw = await startGateway({ env: { JWT_SECRET, WS_TICKET_TTL_MS: '1000' } })
+    gw = await gateway(scope, { env: { JWT_SECRET, WS_TICKET_TTL_MS: '1000' } })
     mine = (await gw.createSession()).id
     other = (await gw.createSession()).id
   })
-  after(() => gw.close())
 
   /** Every /v1 route, on a session that exists (so a 401 is not a 404 in disguise). */
   const routes = (): Array<[string, string, string?]> => [
@@ -247,8 +247,7 @@ describe('JWT with a public key', () => {
     const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true })
     const pem = await exportSPKI(publicKey)
     assert.ok((await exportPKCS8(privateKey)).includes('PRIVATE KEY'))
-    const gw = await startGateway({ env: { JWT_PUBLIC_KEY: pem } })
-    t.after(() => gw.close())
+    const gw = await gateway(t, { env: { JWT_PUBLIC_KEY: pem } })
 
     const good = await new SignJWT({ tenant: 'tenant-a' }).setProtectedHeader({ alg: 'RS256' }).setExpirationTime('5m').sign(privateKey)
     assert.equal((await raw(gw, 'GET', '/v1/sessions', { authorization: `Bearer ${good}` })).status, 200)

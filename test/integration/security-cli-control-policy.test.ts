@@ -10,9 +10,9 @@
 import assert from 'node:assert/strict'
 import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { after, before, describe, it } from 'node:test'
+import { before, describe, it } from 'node:test'
 import { isError, isRefusal, resolved } from '../support/frames.js'
-import { type TestGateway, eventually, startGateway } from '../support/gateway.js'
+import { type TestGateway, eventually, gateway, suiteScope } from '../support/gateway.js'
 import { answer, answersTo, ask, fence, holderOf } from '../support/sessions.js'
 
 const stdinSubtypes = (gw: TestGateway, id: string): string[] =>
@@ -20,8 +20,8 @@ const stdinSubtypes = (gw: TestGateway, id: string): string[] =>
 
 describe('client control requests (default CLIENT_CONTROL_ALLOW)', () => {
   let gw: TestGateway
-  before(async () => { gw = await startGateway() })
-  after(() => gw.close())
+  const scope = suiteScope()
+  before(async () => { gw = await gateway(scope) })
 
   it('refuses mcp_set_servers with a stdio server as a control_response error with its request_id; nothing reaches the CLI', async (t) => {
     const { id, holder } = await holderOf(gw, t)
@@ -91,8 +91,7 @@ describe('client control requests (default CLIENT_CONTROL_ALLOW)', () => {
 
 describe('control requests the CLI does not answer', () => {
   it('a second request with an id in flight gets duplicate_request_id, and the first request_timeout, both as control_response errors', async (t) => {
-    const gw = await startGateway({ cliArgs: ['--fake-mode', 'hang'], env: { CLIENT_REQUEST_TIMEOUT_MS: '300' } })
-    t.after(() => gw.close())
+    const gw = await gateway(t, { cliArgs: ['--fake-mode', 'hang'], env: { CLIENT_REQUEST_TIMEOUT_MS: '300' } })
     const { holder } = await holderOf(gw, t)
     holder.send({ type: 'control_request', request_id: 'slow-1', request: { subtype: 'mcp_status' } })
     holder.send({ type: 'control_request', request_id: 'slow-1', request: { subtype: 'mcp_status' } })
@@ -104,8 +103,7 @@ describe('control requests the CLI does not answer', () => {
 
 describe('CLIENT_CONTROL_ALLOW set by the operator', () => {
   it('replaces the default list: a listed subtype is forwarded, an unlisted default one is refused', async (t) => {
-    const gw = await startGateway({ env: { CLIENT_CONTROL_ALLOW: 'mcp_status,read_file' } })
-    t.after(() => gw.close())
+    const gw = await gateway(t, { env: { CLIENT_CONTROL_ALLOW: 'mcp_status,read_file' } })
     const { id, holder } = await holderOf(gw, t)
     holder.send({ type: 'control_request', request_id: 'rf', request: { subtype: 'read_file', path: 'README.md' } })
     holder.send({ type: 'control_request', request_id: 'sm', request: { subtype: 'set_model', model: 'opus' } })
@@ -120,8 +118,8 @@ describe('CLIENT_CONTROL_ALLOW set by the operator', () => {
 
 describe('what a permission answer may grant', () => {
   let gw: TestGateway
-  before(async () => { gw = await startGateway() })
-  after(() => gw.close())
+  const scope = suiteScope()
+  before(async () => { gw = await gateway(scope) })
 
   it('refuses an allow adding a rule for all of Bash or the directory /, over WebSocket and HTTP; the prompt stays pending and takes what the CLI suggested', async (t) => {
     const { id, holder } = await holderOf(gw, t)
@@ -186,8 +184,7 @@ describe('what a permission answer may grant', () => {
 
 describe('allowed_tools at POST /v1/sessions', () => {
   it('refuses a rule allowing all of Bash with 400 broad_rule_not_allowed while bypass is off, starting nothing; a specific rule is fine', async (t) => {
-    const gw = await startGateway()
-    t.after(() => gw.close())
+    const gw = await gateway(t)
     for (const rule of ['Bash', 'Bash(*)', 'Bash(:*)', 'Bash()']) {
       const res = await gw.request('POST', '/v1/sessions', { allowed_tools: ['Read', rule] })
       assert.equal(res.status, 400, rule)
@@ -203,8 +200,7 @@ describe('allowed_tools at POST /v1/sessions', () => {
   })
 
   it('accepts allowed_tools ["Bash"] when the operator allows bypass', async (t) => {
-    const gw = await startGateway({ env: { ALLOW_BYPASS_PERMISSIONS: 'true' } })
-    t.after(() => gw.close())
+    const gw = await gateway(t, { env: { ALLOW_BYPASS_PERMISSIONS: 'true' } })
     assert.equal((await gw.request('POST', '/v1/sessions', { allowed_tools: ['Bash'] })).status, 201)
   })
 })

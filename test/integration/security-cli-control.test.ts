@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { baseArgs, promptToolArgs } from '../../src/cli/cli-args.js'
 import { isError, isRefusal } from '../support/frames.js'
-import { type ArgvDump, TOKEN_B, type TestGateway, eventually, startGateway } from '../support/gateway.js'
+import { type ArgvDump, TOKEN_B, type TestGateway, eventually, gateway, suiteScope } from '../support/gateway.js'
 import { fence, holderOf } from '../support/sessions.js'
 
 /** The fake CLI's argv/env dump of a session's first spawn (written by the CLI as it starts). */
@@ -27,8 +27,8 @@ function argvFiles (gw: TestGateway): string[] {
 
 describe('bypassPermissions is off unless the operator allows it', () => {
   let gw: TestGateway
-  before(async () => { gw = await startGateway() })
-  after(() => gw.close())
+  const scope = suiteScope()
+  before(async () => { gw = await gateway(scope) })
 
   it('refuses permission_mode bypassPermissions in POST /v1/sessions with 403 bypass_not_allowed, starting nothing', async () => {
     const res = await gw.request('POST', '/v1/sessions', { permission_mode: 'bypassPermissions' })
@@ -70,8 +70,8 @@ describe('bypassPermissions is off unless the operator allows it', () => {
 
 describe('bypassPermissions cannot come in through other control payloads', () => {
   let gw: TestGateway
-  before(async () => { gw = await startGateway() })
-  after(() => gw.close())
+  const scope = suiteScope()
+  before(async () => { gw = await gateway(scope) })
 
   it('refuses apply_flag_settings (not in CLIENT_CONTROL_ALLOW by default), writing nothing', async (t) => {
     const { id, holder } = await holderOf(gw, t)
@@ -86,8 +86,7 @@ describe('bypassPermissions cannot come in through other control payloads', () =
   })
 
   it('once the operator lets apply_flag_settings through, a defaultMode of bypassPermissions in it is still refused', async (t) => {
-    const wide = await startGateway({ env: { CLIENT_CONTROL_ALLOW: 'mcp_status,apply_flag_settings' } })
-    t.after(() => wide.close())
+    const wide = await gateway(t, { env: { CLIENT_CONTROL_ALLOW: 'mcp_status,apply_flag_settings' } })
     const { id, holder } = await holderOf(wide, t)
     holder.send({ type: 'control_request', request_id: 'flags', request: { subtype: 'apply_flag_settings', settings: { permissions: { defaultMode: 'bypassPermissions' } } } })
     await holder.waitFor(isRefusal('bypass_not_allowed', 'flags'))
@@ -117,8 +116,7 @@ describe('bypassPermissions cannot come in through other control payloads', () =
 
 describe('bypassPermissions with ALLOW_BYPASS_PERMISSIONS=true', () => {
   it('starts the CLI with --permission-mode=bypassPermissions and forwards set_permission_mode', async (t) => {
-    const gw = await startGateway({ env: { ALLOW_BYPASS_PERMISSIONS: 'true' } })
-    t.after(() => gw.close())
+    const gw = await gateway(t, { env: { ALLOW_BYPASS_PERMISSIONS: 'true' } })
     const { id, holder } = await holderOf(gw, t, { body: { permission_mode: 'bypassPermissions' } })
     assert.ok((await dumpOf(gw, id)).argv.includes('--permission-mode=bypassPermissions'))
     holder.send({ type: 'control_request', request_id: 'to-bypass', request: { subtype: 'set_permission_mode', mode: 'bypassPermissions' } })
@@ -128,11 +126,12 @@ describe('bypassPermissions with ALLOW_BYPASS_PERMISSIONS=true', () => {
 })
 
 describe('working folder confinement', () => {
+  const scope = suiteScope()
   let gw: TestGateway
   let outside: string
   let root: string
   before(async () => {
-    gw = await startGateway()
+    gw = await gateway(scope)
     outside = mkdtempSync(join(tmpdir(), 'cgw-outside-'))
     root = join(gw.dataDir, 'workspaces', 'tenant-a')
     mkdirSync(root, { recursive: true })
@@ -142,7 +141,6 @@ describe('working folder confinement', () => {
     symlinkSync('../../..', join(root, 'up'))
   })
   after(async () => {
-    await gw.close()
     rmSync(outside, { recursive: true, force: true })
   })
 
@@ -177,8 +175,7 @@ describe('working folder confinement', () => {
 
 describe('session options never become flags', () => {
   it('glues each value to its own flag, so values that look like flags stay values', async (t) => {
-    const gw = await startGateway()
-    t.after(() => gw.close())
+    const gw = await gateway(t)
     const options = {
       model: '--dangerously-skip-permissions',
       permission_mode: 'default',
@@ -218,8 +215,7 @@ describe('session options never become flags', () => {
   })
 
   it('refuses option values the schema does not allow (flag-ish model with spaces, NUL, unknown keys) with 400', async (t) => {
-    const gw = await startGateway()
-    t.after(() => gw.close())
+    const gw = await gateway(t)
     for (const body of [
       { model: 'sonnet --dangerously-skip-permissions' },
       { model: 'a\0b' },
@@ -254,7 +250,7 @@ describe('CLI environment', () => {
   }
 
   it("passes only the allowlist: no gateway secret or unrelated secret, the gateway's entrypoint, and the tenant's own config dir", async (t) => {
-    const gw = await startGateway({
+    const gw = await gateway(t, {
       parts: {
         env: {
           PATH: process.env.PATH,
@@ -267,7 +263,6 @@ describe('CLI environment', () => {
         }
       }
     })
-    t.after(() => gw.close())
     const a = await holderOf(gw, t)
     const b = (await gw.createSession({}, TOKEN_B)).id as string
 

@@ -13,7 +13,7 @@ import pino from 'pino'
 import WebSocket from 'ws'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { SessionRecord } from '../../src/store/store.js'
-import { TOKEN_A, TOKEN_B, TestClient, startGateway } from '../support/gateway.js'
+import { TOKEN_A, TOKEN_B, TestClient, gateway } from '../support/gateway.js'
 
 const STORE_UNAVAILABLE = { statusCode: 503, code: 'store_unavailable', message: 'The event store is unavailable' }
 const JWT_SECRET = 'jwt-secret-for-log-test-0123456789-abcdef'
@@ -50,8 +50,8 @@ describe('internal errors', () => {
   it('a failing store is answered exactly {statusCode: 503, code: store_unavailable, message}, with the details only in the log', async (t) => {
     const logs = capture()
     const store = new ExplodingStore({ retention: { maxEventsPerSession: 1000, ttlSecondsAfterEnd: 60 } })
-    const gw = await startGateway({ parts: { store, logger: logs.logger } })
-    t.after(async () => { await gw.close(); await store.close() })
+    const gw = await gateway(t, { parts: { store, logger: logs.logger } })
+    t.after(() => store.close())
     const id = randomUUID() // not loaded: every lookup goes to the store
 
     const auth = { authorization: `Bearer ${TOKEN_A}` }
@@ -82,8 +82,7 @@ describe('internal errors', () => {
 describe('credentials in logs', () => {
   it('never logs a token: header, subprotocol, JWT, or a wrong one, at level trace', async (t) => {
     const logs = capture()
-    const gw = await startGateway({ parts: { logger: logs.logger }, env: { JWT_SECRET } })
-    t.after(() => gw.close())
+    const gw = await gateway(t, { parts: { logger: logs.logger }, env: { JWT_SECRET } })
     const jwt = await new SignJWT({ tenant: 'tenant-a' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('5m').sign(new TextEncoder().encode(JWT_SECRET))
     const wrong = 'wrong-token-that-someone-tried-0123456789'
 
@@ -123,8 +122,7 @@ describe('credentials in logs', () => {
 describe('credentials in URLs', () => {
   it('logs `?token=` and `?ticket=` values as [REDACTED], whether the credential was right, wrong or redeemed', async (t) => {
     const logs = capture()
-    const gw = await startGateway({ parts: { logger: logs.logger } })
-    t.after(() => gw.close())
+    const gw = await gateway(t, { parts: { logger: logs.logger } })
     const id = (await gw.createSession()).id
     const wrongTicket = 'not-a-ticket-but-secret-looking-0123456789'
 

@@ -14,7 +14,7 @@ import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, it, type TestContext } from 'node:test'
-import { TOKEN_B, type TestClient, type TestGateway, eventually, processAlive, startGateway } from '../support/gateway.js'
+import { TOKEN_B, type TestClient, type TestGateway, eventually, processAlive, gateway } from '../support/gateway.js'
 
 const LAUNCHER = fileURLToPath(new URL('../../config/launchers/bwrap.sh', import.meta.url))
 
@@ -48,8 +48,7 @@ interface Tenants { gw: TestGateway, a: { id: string, holder: TestClient, dir: s
 
 /** Tenant B's session has a secret file; tenant A holds a session of its own. */
 async function twoTenants (t: TestContext, env: Record<string, string>): Promise<Tenants> {
-  const gw = await startGateway({ env })
-  t.after(() => gw.close())
+  const gw = await gateway(t, { env })
   const b = await gw.createSession({}, TOKEN_B)
   const secretOfB = join(workspaceOf(gw, 'tenant-b', b.id), 'secret.txt')
   writeFileSync(secretOfB, 'tenant-b secret\n')

@@ -5,8 +5,8 @@
  * evil.example resolved to 127.0.0.1 still sends `Host: evil.example`).
  */
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
-import { TOKEN_A, type TestGateway, startGateway } from '../support/gateway.js'
+import { before, describe, it } from 'node:test'
+import { TOKEN_A, type TestGateway, gateway, suiteScope } from '../support/gateway.js'
 import { raw, upgrade } from '../support/http.js'
 
 const LISTED = 'https://app.example'
@@ -15,13 +15,13 @@ const EVIL = 'https://evil.example'
 const auth = { authorization: `Bearer ${TOKEN_A}` }
 
 describe('Origin and CORS', () => {
+  const scope = suiteScope()
   let gw: TestGateway
   let id: string
   before(async () => {
-    gw = await startGateway({ env: { ALLOWED_ORIGINS: `${LISTED}, https://other-app.example` } })
+    gw = await gateway(scope, { env: { ALLOWED_ORIGINS: `${LISTED}, https://other-app.example` } })
     id = (await gw.createSession()).id
   })
-  after(() => gw.close())
 
   it('refuses a WebSocket upgrade from an unlisted Origin with 403 forbidden_origin, even with a valid token', async () => {
     for (const origin of [EVIL, 'null', `${LISTED}.evil.example`, 'https://APP.example', `${LISTED}:443`, 'http://app.example']) {
@@ -73,8 +73,7 @@ describe('Origin and CORS', () => {
 
 describe('Origin with no allowlist', () => {
   it('refuses every browser Origin when ALLOWED_ORIGINS is empty', async (t) => {
-    const gw = await startGateway()
-    t.after(() => gw.close())
+    const gw = await gateway(t)
     const id = (await gw.createSession()).id
     assert.equal((await upgrade(gw, `/v1/sessions/${id}/ws`, { ...auth, origin: `http://127.0.0.1:${new URL(gw.url).port}` })).status, 403)
     assert.equal((await raw(gw, 'GET', '/v1/sessions', { ...auth, origin: 'http://localhost' })).status, 403)
@@ -83,13 +82,13 @@ describe('Origin with no allowlist', () => {
 })
 
 describe('Host allowlist on loopback', () => {
+  const scope = suiteScope()
   let gw: TestGateway
   let id: string
   before(async () => {
-    gw = await startGateway({ env: { ALLOWED_HOSTS: 'gateway.internal' } })
+    gw = await gateway(scope, { env: { ALLOWED_HOSTS: 'gateway.internal' } })
     id = (await gw.createSession()).id
   })
-  after(() => gw.close())
 
   it('refuses a foreign Host with 403 forbidden_host on REST, health and the WebSocket upgrade, before authentication', async () => {
     const expected = { statusCode: 403, code: 'forbidden_host', message: 'Host header not allowed' }
@@ -119,8 +118,7 @@ describe('Host allowlist on loopback', () => {
 describe('Host allowlist on any loopback address', () => {
   it('stays on when HOST is another address of 127.0.0.0/8 or ::1, and accepts that address as Host', async (t) => {
     for (const bind of ['127.0.0.2', '127.10.20.30', '::1']) {
-      const gw = await startGateway({ env: { HOST: bind } })
-      t.after(() => gw.close())
+      const gw = await gateway(t, { env: { HOST: bind } })
       const { port } = new URL(gw.url)
       const refused = await raw(gw, 'GET', '/v1/sessions', { ...auth, host: 'evil.example' })
       assert.equal(refused.status, 403, `HOST=${bind}`)

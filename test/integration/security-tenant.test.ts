@@ -6,14 +6,15 @@
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
-import { after, before, describe, it } from 'node:test'
+import { before, describe, it } from 'node:test'
 import { isPrompt } from '../support/frames.js'
-import { TOKEN_B, type TestClient, type TestGateway, startGateway } from '../support/gateway.js'
+import { TOKEN_B, type TestClient, type TestGateway, gateway, suiteScope } from '../support/gateway.js'
 import { upgradeStatus } from '../support/http.js'
 
 const NOT_FOUND = { statusCode: 404, code: 'session_not_found', message: 'No such session' }
 
 describe('tenant isolation', () => {
+  const scope = suiteScope()
   let gw: TestGateway
   let id: string
   let pid: number
@@ -21,7 +22,7 @@ describe('tenant isolation', () => {
   let prompt: any
 
   before(async () => {
-    gw = await startGateway()
+    gw = await gateway(scope)
     const created = await gw.createSession()
     id = created.id
     pid = created.pid
@@ -29,7 +30,6 @@ describe('tenant isolation', () => {
     holder.sendUser('ask Bash touch isolation.txt')
     prompt = await holder.waitFor(isPrompt)
   })
-  after(() => gw.close())
 
   it("answers 404 session_not_found, identical to a missing session's, on every route for another tenant's session", async () => {
     const missing = randomUUID()

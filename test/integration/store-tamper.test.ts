@@ -16,11 +16,10 @@ import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import pino from 'pino'
 import { isHello } from '../support/frames.js'
-import { TOKEN_A, TOKEN_B, type TestGateway, startGateway } from '../support/gateway.js'
-import { deleteKeys, redisCommand } from '../support/redis-server.js'
+import { TOKEN_A, TOKEN_B, type TestGateway, gateway, suiteScope } from '../support/gateway.js'
+import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
 import { statusBecomes, turn } from './resume-helpers.js'
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 function capture (): { logger: pino.Logger, entries: () => any[] } {
   const lines: string[] = []
@@ -34,14 +33,10 @@ const bypassArg = (argv: string[]): boolean =>
 describe('a session record changed in Redis outside the gateway', () => {
   const prefix = `cgw-test:${randomUUID()}:`
   const dataDir = mkdtempSync(join(tmpdir(), 'cgw-tamper-'))
-  const gateways: TestGateway[] = []
-  const start = async (logger?: pino.Logger): Promise<TestGateway> => {
-    const gw = await startGateway({ dataDir, env: { REDIS_URL, REDIS_PREFIX: prefix }, ...(logger === undefined ? {} : { parts: { logger } }) })
-    gateways.push(gw)
-    return gw
-  }
+  const scope = suiteScope()
+  const start = (logger?: pino.Logger): Promise<TestGateway> =>
+    gateway(scope, { dataDir, env: { REDIS_URL, REDIS_PREFIX: prefix }, ...(logger === undefined ? {} : { parts: { logger } }) })
   after(async () => {
-    for (const gw of gateways) await gw.close().catch(() => {})
     await deleteKeys(REDIS_URL, prefix)
     await rm(dataDir, { recursive: true, force: true })
   })

@@ -22,7 +22,7 @@ import assert from 'node:assert/strict'
 import { mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { type TestClient, type TestGateway, eventually, processAlive, startGateway } from './gateway.js'
+import { type TestClient, type TestGateway, eventually, gateway, processAlive } from './gateway.js'
 import { type MockAnthropic, type RecordedRequest, claudeEnv, lastUserText, resolveClaudeBin, startMockAnthropic } from './mock-anthropic.js'
 
 /** Deadline of one e2e test (each one starts one or two real CLIs). */
@@ -98,9 +98,11 @@ export async function startE2e (options: E2eOptions = {}): Promise<E2e> {
   const scratch = options.scratch ?? makeScratch()
   let mock = options.mock
   let gw: TestGateway | undefined
+  // The gateway belongs to this run: closed by its close() (closeAll() for runs a test left open).
+  const owned: Array<() => unknown> = []
   try {
     mock ??= await startMockAnthropic()
-    gw = await startGateway({
+    gw = await gateway({ after: (fn) => { owned.push(fn) } }, {
       dataDir: scratch.dataDir,
       env: {
         CLAUDE_BIN: bin,
@@ -180,7 +182,7 @@ export async function startE2e (options: E2eOptions = {}): Promise<E2e> {
             if (createdIds.has(id) && events !== null && !events.some(isGateway('status', { status: 'starting' }))) unseen.push(id)
           }
           for (const c of clients) notePidsIn(c.frames)
-          await g.close()
+          for (const cleanup of owned) await cleanup()
           const survivors: number[] = []
           for (const pid of pids) {
             if (processAlive(pid)) survivors.push(pid)

@@ -2,11 +2,16 @@
  * Test harness: a real gateway (real HTTP, real WebSockets, real child
  * processes) on a free loopback port, with the fake CLI as CLAUDE_BIN by
  * default, and WebSocket clients that collect frames and wait for them.
+ *
+ * `gateway(t)` is the one way to get one: it is closed when its owner ends,
+ * a test (`t.after`) or a suite (`suiteScope()`); `close()` closes it earlier
+ * (a restart within a test) and is idempotent with that.
  */
 import { mkdtempSync, readFileSync, existsSync, readdirSync, statSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { after } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import pino from 'pino'
@@ -35,6 +40,7 @@ export interface TestGateway {
   stdinText: (sessionId: string) => string
   /** The fake CLI's argv dumps for a session (one per spawn), oldest first. */
   argvDumps: (sessionId: string) => ArgvDump[]
+  /** Terminates its clients, closes the app and removes its data dir (unless given); later calls wait for the first. */
   close: () => Promise<void>
 }
 
@@ -56,7 +62,34 @@ export interface GatewayOptions {
   dataDir?: string
 }
 
-export async function startGateway (options: GatewayOptions = {}): Promise<TestGateway> {
+/** What a gateway belongs to: a test's context `t`, a `suiteScope()`, or any owner that runs cleanups when it ends. */
+export interface Scope {
+  after (fn: () => unknown): void
+}
+
+/** A gateway for one test or suite, closed when `scope` ends. */
+export async function gateway (scope: Scope, options: GatewayOptions = {}): Promise<TestGateway> {
+  const gw = await startGateway(options)
+  scope.after(() => gw.close())
+  return gw
+}
+
+/**
+ * A scope for gateways shared by the tests of a `describe` (started in its
+ * `before` or its tests): call it in the describe's body; what is registered
+ * on it runs in an `after` hook of the suite, newest first, so a gateway is
+ * closed before what it was started on goes. (A suite's context has no
+ * `after` in Node 20.)
+ */
+export function suiteScope (): Scope {
+  const cleanups: Array<() => unknown> = []
+  after(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+  })
+  return { after: (fn) => { cleanups.push(fn) } }
+}
+
+async function startGateway (options: GatewayOptions): Promise<TestGateway> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'cgw-test-'))
   const fakeLogDir = join(dataDir, 'fake-log')
   const config = loadConfig({
@@ -80,7 +113,13 @@ export async function startGateway (options: GatewayOptions = {}): Promise<TestG
     ...options.env
   })
   const app = await buildApp(config, { logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }), ...options.parts })
-  await app.listen({ port: 0, host: '127.0.0.1' })
+  try {
+    await app.listen({ port: 0, host: '127.0.0.1' })
+  } catch (err) {
+    // A gateway that failed to boot may hold a store connection or timers: without this its file hangs.
+    await app.close().catch(() => {})
+    throw err
+  }
   const address = app.server.address()
   if (address === null || typeof address === 'string') throw new Error('no address')
   const url = `http://127.0.0.1:${address.port}`
@@ -97,6 +136,7 @@ export async function startGateway (options: GatewayOptions = {}): Promise<TestG
     return { status: res.status, body: text === '' ? null : JSON.parse(text) }
   }
 
+  let closing: Promise<void> | null = null
   return {
     app,
     url,
@@ -132,10 +172,13 @@ export async function startGateway (options: GatewayOptions = {}): Promise<TestG
       if (!existsSync(file)) return []
       return readFileSync(file, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l))
     },
-    async close () {
-      for (const c of clients) c.terminate()
-      await app.close()
-      if (options.dataDir === undefined) await rm(dataDir, { recursive: true, force: true })
+    close () {
+      closing ??= (async () => {
+        for (const c of clients) c.terminate()
+        await app.close()
+        if (options.dataDir === undefined) await rm(dataDir, { recursive: true, force: true })
+      })()
+      return closing
     }
   }
 }

@@ -1,16 +1,25 @@
 /**
- * Test helpers for Redis without a client library (only src/store/redis.ts
- * imports ioredis):
+ * Test helpers for Redis:
  *
+ * - `REDIS_URL` is the Redis the tests share: TEST_REDIS_URL, else
+ *   127.0.0.1:6379 (`npm test` sets TEST_REDIS_URL to a private server when
+ *   nothing answers there; see scripts/test.mjs).
  * - `startRedisServer()` runs a private, non-persistent `redis-server` on a
  *   free port, for tests that stop and restart Redis. The process is killed
  *   on `stop()`/`kill()` and, as a last resort, when the test process exits.
- * - `redisCommand()` sends one command over a fresh connection (RESP2) and
+ * - `redisCommand()` sends one command over a fresh ioredis connection and
  *   returns the reply; `deleteKeys()` removes every key with a prefix.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { createConnection, createServer } from 'node:net'
+import { createServer } from 'node:net'
+import { Redis } from 'ioredis'
+
+/** The shared Redis of the tests (a private one when `npm test` had to start it). */
+export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
+/** Its host and port, for tests that check a sandbox cannot reach it. */
+export const REDIS_HOST = new URL(REDIS_URL).hostname
+export const REDIS_PORT = Number(new URL(REDIS_URL).port === '' ? 6379 : new URL(REDIS_URL).port)
 
 export interface RedisServer {
   url: string
@@ -30,7 +39,8 @@ export interface RedisServer {
   resume: () => void
 }
 
-const REDIS_SERVER_BIN = process.env.REDIS_SERVER_BIN ?? '/usr/bin/redis-server'
+// Found on PATH unless given: machines put it in /usr/bin, /usr/local/bin or a Homebrew prefix.
+const REDIS_SERVER_BIN = process.env.REDIS_SERVER_BIN ?? 'redis-server'
 const running = new Set<ChildProcess>()
 process.once('exit', () => { for (const child of running) child.kill('SIGKILL') })
 
@@ -141,111 +151,55 @@ async function freePort (): Promise<number> {
 
 export type Reply = string | number | null | Reply[]
 
-export class RedisReplyError extends Error {
-  override name = 'RedisReplyError'
-}
-
-/** Sends one command on a fresh connection and resolves with its reply (error replies reject). */
+/**
+ * Sends one command on a fresh connection and resolves with its reply; error
+ * replies (NOAUTH, WRONGPASS, NOPERM…) and connection failures reject. RESP2,
+ * so replies have the shapes redis-cli shows (flat arrays, numbers as
+ * integers, bulk strings as strings).
+ */
 export async function redisCommand (url: string, args: (string | number)[], options: { timeoutMs?: number } = {}): Promise<Reply> {
-  const target = new URL(url)
-  const socket = createConnection({ host: target.hostname, port: Number(target.port === '' ? 6379 : target.port) })
   const timeoutMs = options.timeoutMs ?? 5000
-  return await new Promise<Reply>((resolve, reject) => {
-    let buffer = Buffer.alloc(0)
-    const timer = setTimeout(() => finish(new Error(`redis ${String(args[0])} timed out`)), timeoutMs)
-    const finish = (error: Error | null, reply?: Reply): void => {
-      clearTimeout(timer)
-      socket.destroy()
-      if (error !== null) reject(error)
-      else resolve(reply as Reply)
-    }
-    socket.on('error', (error) => finish(error))
-    socket.on('connect', () => {
-      const auth = target.password === '' ? [] : [['AUTH', ...(target.username === '' ? [] : [decodeURIComponent(target.username)]), decodeURIComponent(target.password)]]
-      const db = target.pathname.length > 1 ? [['SELECT', target.pathname.slice(1)]] : []
-      for (const command of [...auth, ...db, args]) socket.write(encode(command))
-      let skip = auth.length + db.length
-      socket.on('data', (data: Buffer) => {
-        buffer = Buffer.concat([buffer, data])
-        while (true) {
-          let parsed: { reply: Reply | RedisReplyError; end: number } | null
-          try {
-            parsed = parse(buffer, 0)
-          } catch (error) {
-            finish(error as Error)
-            return
-          }
-          if (parsed === null) return
-          buffer = buffer.subarray(parsed.end)
-          if (parsed.reply instanceof RedisReplyError) {
-            finish(parsed.reply)
-            return
-          }
-          if (skip > 0) {
-            skip--
-            continue
-          }
-          finish(null, parsed.reply)
-          return
-        }
-      })
-    })
+  const client = new Redis(url, {
+    protocol: 2,
+    lazyConnect: true,
+    // One attempt: a refused connection or a bad password is the answer, not something to retry.
+    retryStrategy: () => null,
+    maxRetriesPerRequest: 0,
+    enableReadyCheck: false,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs
   })
+  let connectionError: Error | null = null
+  // Without a listener ioredis prints connection errors to stderr; the first one is the useful one.
+  client.on('error', (error: Error) => { connectionError ??= error })
+  const [command, ...rest] = args
+  try {
+    await client.connect()
+    return await client.call(String(command), ...rest) as Reply
+  } catch (error) {
+    // A refused or dropped connection surfaces as "Connection is closed": report its cause.
+    throw connectionError ?? error
+  } finally {
+    client.disconnect()
+  }
 }
 
 /** Deletes every key whose name starts with `prefix` (SCAN + DEL). */
 export async function deleteKeys (url: string, prefix: string): Promise<number> {
   const pattern = prefix.replace(/[*?[\]\\]/g, (c) => `\\${c}`) + '*'
-  let cursor = '0'
+  const client = new Redis(url, { protocol: 2, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 })
+  let connectionError: Error | null = null
+  client.on('error', (error: Error) => { connectionError ??= error })
   let deleted = 0
-  do {
-    const reply = await redisCommand(url, ['SCAN', cursor, 'MATCH', pattern, 'COUNT', 1000]) as [string, string[]]
-    cursor = reply[0]
-    if (reply[1].length > 0) deleted += await redisCommand(url, ['DEL', ...reply[1]]) as number
-  } while (cursor !== '0')
-  return deleted
-}
-
-function encode (args: (string | number)[]): Buffer {
-  const parts: Buffer[] = [Buffer.from(`*${args.length}\r\n`)]
-  for (const arg of args) {
-    const bytes = Buffer.from(String(arg))
-    parts.push(Buffer.from(`$${bytes.length}\r\n`), bytes, Buffer.from('\r\n'))
-  }
-  return Buffer.concat(parts)
-}
-
-/** Parses one RESP2 reply at `start`; null when the buffer does not hold all of it yet. */
-function parse (buffer: Buffer, start: number): { reply: Reply | RedisReplyError; end: number } | null {
-  const lineEnd = buffer.indexOf('\r\n', start)
-  if (lineEnd < 0) return null
-  const type = String.fromCharCode(buffer[start] as number)
-  const line = buffer.toString('utf8', start + 1, lineEnd)
-  const next = lineEnd + 2
-  switch (type) {
-    case '+': return { reply: line, end: next }
-    case '-': return { reply: new RedisReplyError(line), end: next }
-    case ':': return { reply: Number(line), end: next }
-    case '$': {
-      const length = Number(line)
-      if (length < 0) return { reply: null, end: next }
-      if (buffer.length < next + length + 2) return null
-      return { reply: buffer.toString('utf8', next, next + length), end: next + length + 2 }
+  try {
+    await client.connect()
+    for await (const keys of client.scanStream({ match: pattern, count: 1000 }) as AsyncIterable<string[]>) {
+      if (keys.length > 0) deleted += await client.del(...keys)
     }
-    case '*': {
-      const count = Number(line)
-      if (count < 0) return { reply: null, end: next }
-      const items: Reply[] = []
-      let at = next
-      for (let i = 0; i < count; i++) {
-        const item = parse(buffer, at)
-        if (item === null) return null
-        if (item.reply instanceof RedisReplyError) throw item.reply
-        items.push(item.reply)
-        at = item.end
-      }
-      return { reply: items, end: at }
-    }
-    default: throw new Error(`unexpected RESP reply type ${JSON.stringify(type)}`)
+    return deleted
+  } catch (error) {
+    throw connectionError ?? error
+  } finally {
+    client.disconnect()
   }
 }

@@ -20,12 +20,12 @@ import { type CanUseTool, type Options, type Query, type SDKMessage, type SDKUse
 import { type E2e, type Scratch, TENANT, WAIT_MS, makeScratch, startE2e } from './e2e.js'
 import { TOKEN_A } from './gateway.js'
 import { type MockAnthropic, claudeEnv, resolveClaudeBin, startMockAnthropic } from './mock-anthropic.js'
+import { REDIS_URL } from './redis-server.js'
 import { Waiters } from './waiters.js'
 
 export type Mode = 'direct' | 'remote'
 
 const REPO_ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)))
-export const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 /** The `claude-remote` entry of package.json `bin`, or why it can't run yet. */
 export function remoteBin (): { bin: string } | { missing: string } {

@@ -1,11 +1,12 @@
 // loadConfig's `<NAME>_FILE` secrets (Docker/Kubernetes secret files): the value comes from the
 // file, with the same validation as the plain variable, so no secret needs to be in the environment.
 import assert from 'node:assert/strict'
+import { generateKeyPairSync } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
-import { loadConfig } from '../../src/config.js'
+import { SECRET_FILE_VARIABLES, loadConfig } from '../../src/config.js'
 import { configError } from '../support/config-error.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'cgw-config-files-'))
@@ -37,7 +38,9 @@ describe('loadConfig: secrets from files', () => {
   })
 
   it('reads a PEM from JWT_PUBLIC_KEY_FILE, keeping its inner newlines', () => {
-    const pem = '-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA\n-----END PUBLIC KEY-----'
+    // A real key: an unusable one is refused at load (config.test.ts).
+    const pem = (generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }) as string).trim()
+    assert.ok(pem.split('\n').length > 2, 'the PEM has inner newlines')
     const c = loadConfig({ JWT_PUBLIC_KEY_FILE: secretFile('pub.pem', `${pem}\n`) })
     assert.equal(c.jwt?.publicKey, pem)
   })
@@ -49,7 +52,17 @@ describe('loadConfig: secrets from files', () => {
     assert.equal(c.redisUrl, 'redis://x:6379')
   })
 
-  for (const name of ['GATEWAY_TOKENS', 'JWT_SECRET', 'JWT_PUBLIC_KEY', 'REDIS_URL', 'STORE_SECRET']) {
+  it('reads METRICS_TOKEN_FILE', () => {
+    assert.equal(loadConfig({ METRICS_TOKEN_FILE: secretFile('metrics', 'metrics-token-0123456789\n') }).metricsToken, 'metrics-token-0123456789')
+    assert.match(configError(() => loadConfig({ METRICS_TOKEN_FILE: secretFile('short-metrics', 'short\n') })), /METRICS_TOKEN \(read from METRICS_TOKEN_FILE\): must be at least 16 characters/)
+  })
+
+  const secrets = ['GATEWAY_TOKENS', 'JWT_SECRET', 'JWT_PUBLIC_KEY', 'REDIS_URL', 'STORE_SECRET', 'METRICS_TOKEN']
+  it('takes exactly these secrets from files', () => {
+    assert.deepEqual([...SECRET_FILE_VARIABLES].sort(), [...secrets].sort())
+  })
+
+  for (const name of secrets) {
     it(`refuses ${name} and ${name}_FILE both set, naming both`, () => {
       const message = configError(() => loadConfig({ [name]: 'x'.repeat(40), [`${name}_FILE`]: secretFile(`both-${name}`, 'y'.repeat(40)) }))
       assert.match(message, new RegExp(`\\b${name}, ${name}_FILE: both are set`))
@@ -72,7 +85,7 @@ describe('loadConfig: secrets from files', () => {
     assert.match(configError(() => loadConfig({ JWT_SECRET_FILE: secretFile('short-jwt', 'short\n') })), /JWT_SECRET \(read from JWT_SECRET_FILE\): must be at least 32 characters/)
     assert.match(configError(() => loadConfig({ STORE_SECRET_FILE: secretFile('short-store', 'short\n') })), /STORE_SECRET \(read from STORE_SECRET_FILE\): must be at least 32 characters/)
     const tokens = configError(() => loadConfig({ GATEWAY_TOKENS_FILE: secretFile('short-tokens', 'shorttoken=t\n') }))
-    assert.match(tokens, /GATEWAY_TOKENS: token for tenant t is shorter than 16 characters/)
+    assert.match(tokens, /GATEWAY_TOKENS \(read from GATEWAY_TOKENS_FILE\): token for tenant t is shorter than 16 characters/)
     assert.doesNotMatch(tokens, /shorttoken/)
   })
 

@@ -1,13 +1,20 @@
 // loadConfig (src/config.ts): defaults, overrides, and a refused start naming the bad variable.
 import assert from 'node:assert/strict'
 import { join, resolve } from 'node:path'
+import { type KeyObject, generateKeyPairSync } from 'node:crypto'
 import { describe, it } from 'node:test'
-import { defaults } from '../../config/defaults.js'
+import { JwtAuthenticator } from '../../src/auth/jwt.js'
 import { loadConfig } from '../../src/config.js'
+import { envSchema, settingDocs } from '../../src/config/settings.js'
 import { configError } from '../support/config-error.js'
 
 const GOOD_TOKEN = 'a-long-enough-token-0001'
 
+/** The documented defaults (README's table is generated from them), numbers as numbers. */
+const defaults: Record<string, any> = Object.fromEntries(Object.entries(envSchema.shape).map(([name, schema]) => {
+  const value = settingDocs.get(schema)?.default
+  return [name, value !== undefined && /^\d+$/.test(value) ? Number(value) : value]
+}))
 
 describe('loadConfig', () => {
   it('uses the documented defaults when nothing is set', () => {
@@ -130,5 +137,94 @@ describe('loadConfig', () => {
     assert.equal(loadConfig({ HOST: '0.0.0.0', JWT_SECRET: 'j'.repeat(32) }).host, '0.0.0.0')
     assert.equal(loadConfig({ HOST: '0.0.0.0', GATEWAY_TOKENS: `${GOOD_TOKEN}=tenant-a` }).host, '0.0.0.0')
     assert.equal(loadConfig({ HOST: '::1' }).host, '::1')
+  })
+
+  it('gives the same config for a documented default set explicitly as for the variable unset', () => {
+    const unset = loadConfig({})
+    const withDefaults = Object.entries(defaults).filter(([, value]) => value !== undefined)
+    assert.ok(withDefaults.length > 40)
+    for (const [name, value] of withDefaults) {
+      assert.deepEqual(loadConfig({ [name]: String(value) }), unset, `${name}=${String(value)}`)
+    }
+  })
+
+  it('is safe by default: loopback, sandboxed, no bypass, SDK-only MCP servers, /metrics on PORT', () => {
+    const c = loadConfig({})
+    assert.equal(c.host, '127.0.0.1')
+    assert.equal(c.sandbox, 'bwrap')
+    assert.equal(c.allowUnsandboxed, false)
+    assert.equal(c.allowBypassPermissions, false)
+    assert.deepEqual(c.clientMcpServerTypes, ['sdk'])
+    assert.equal(c.metricsPort, 0)
+    assert.equal(c.metricsToken, null)
+  })
+
+  it('reads METRICS_PORT and METRICS_TOKEN', () => {
+    const token = 'metrics-token-0123456789'
+    const c = loadConfig({ METRICS_PORT: '9464', METRICS_TOKEN: token })
+    assert.equal(c.metricsPort, 9464)
+    assert.equal(c.metricsToken, token)
+    for (const value of ['65536', '-1', '9464.5', 'metrics']) {
+      assert.match(configError(() => loadConfig({ METRICS_PORT: value })), /\bMETRICS_PORT\b/, value)
+    }
+    const short = configError(() => loadConfig({ METRICS_TOKEN: 'short-token' }))
+    assert.match(short, /METRICS_TOKEN: must be at least 16 characters/)
+    assert.doesNotMatch(short, /short-token/, 'the token itself is not echoed')
+  })
+
+  it('refuses a separate METRICS_PORT beyond loopback without METRICS_TOKEN', () => {
+    const open = { HOST: '0.0.0.0', GATEWAY_TOKENS: 'tok-0123456789abcdef=acme', METRICS_PORT: '9464' }
+    assert.match(configError(() => loadConfig(open)), /METRICS_PORT: a separate metrics listener on 0\.0\.0\.0 \(not loopback\) needs METRICS_TOKEN/)
+    assert.equal(loadConfig({ ...open, METRICS_TOKEN: 'metrics-token-0123456789' }).metricsPort, 9464)
+    assert.equal(loadConfig({ METRICS_PORT: '9464' }).metricsToken, null, 'on loopback a token is optional')
+    assert.equal(loadConfig({ HOST: '0.0.0.0', GATEWAY_TOKENS: 'tok-0123456789abcdef=acme' }).metricsPort, 0, 'on PORT, /metrics takes tenant tokens')
+  })
+
+  it('refuses METRICS_PORT equal to PORT (the second listener could not bind), but not both 0', () => {
+    assert.match(configError(() => loadConfig({ PORT: '9000', METRICS_PORT: '9000' })), /METRICS_PORT: 9000 is PORT too/)
+    assert.match(configError(() => loadConfig({ METRICS_PORT: '8080' })), /METRICS_PORT: 8080 is PORT too/, 'against the default PORT')
+    assert.equal(loadConfig({ PORT: '0', METRICS_PORT: '0' }).metricsPort, 0)
+    assert.equal(loadConfig({ PORT: '0', METRICS_PORT: '9464' }).metricsPort, 9464)
+  })
+
+  it('refuses a REDIS_PREFIX with { or } at load (it would break the per-session hash tag; RedisStore used to find out while the app was built)', () => {
+    for (const prefix of ['cgw{x}:', 'a}', '{']) {
+      assert.match(configError(() => loadConfig({ REDIS_PREFIX: prefix })), /REDIS_PREFIX: must not contain \{ or \}/, prefix)
+    }
+    assert.equal(loadConfig({ REDIS_PREFIX: 'team-a:cgw:' }).redisPrefix, 'team-a:cgw:')
+  })
+
+  it('refuses a JWT_PUBLIC_KEY the JWT authenticator cannot use, and accepts exactly those it can', async () => {
+    // Before, an unusable key passed loadConfig and ended the process with an unhandled rejection
+    // once the app had built its JwtAuthenticator.
+    const spki = ({ publicKey }: { publicKey: KeyObject }): string => (publicKey.export({ type: 'spki', format: 'pem' }) as string).trim()
+    const keys: Array<[string, string, boolean]> = [
+      ['RSA', spki(generateKeyPairSync('rsa', { modulusLength: 2048 })), true],
+      ['EC P-256', spki(generateKeyPairSync('ec', { namedCurve: 'P-256' })), true],
+      ['EC P-521', spki(generateKeyPairSync('ec', { namedCurve: 'P-521' })), true],
+      ['Ed25519', spki(generateKeyPairSync('ed25519')), true],
+      ['EC secp256k1', spki(generateKeyPairSync('ec', { namedCurve: 'secp256k1' })), false],
+      ['Ed448', spki(generateKeyPairSync('ed448')), false],
+      ['X25519', spki(generateKeyPairSync('x25519')), false],
+      ['a private key', (generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }) as string).trim(), false],
+      ['a truncated PEM', '-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA\n-----END PUBLIC KEY-----', false],
+      ['not a PEM', 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI', false]
+    ]
+    for (const [what, pem, usable] of keys) {
+      const authenticatorCanUse = await new JwtAuthenticator({ publicKey: pem, tenantClaim: 'tenant' }).authenticate('a.b.c').then(() => true, () => false)
+      assert.equal(authenticatorCanUse, usable, `${what}: the authenticator's own verdict`)
+      if (usable) {
+        assert.equal(loadConfig({ JWT_PUBLIC_KEY: pem }).jwt?.publicKey, pem, what)
+      } else {
+        assert.match(configError(() => loadConfig({ JWT_PUBLIC_KEY: pem })), /JWT_PUBLIC_KEY: must be an SPKI PEM public key/, what)
+      }
+    }
+  })
+
+  it('names every start-up rule broken at once', () => {
+    const message = configError(() => loadConfig({ HOST: '0.0.0.0', REQUEST_TIMEOUT_MS: '1000', HEADERS_TIMEOUT_MS: '2000', PORT: '9000', METRICS_PORT: '9000' }))
+    assert.match(message, /HEADERS_TIMEOUT_MS: must not be greater than REQUEST_TIMEOUT_MS/)
+    assert.match(message, /HOST: 0\.0\.0\.0 is not loopback/)
+    assert.match(message, /METRICS_PORT: 9000 is PORT too/)
   })
 })

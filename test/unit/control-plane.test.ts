@@ -340,13 +340,14 @@ describe('redelivery on holder change', () => {
     const first = cliAsk(h, 'r1', bashPrompt, 5)
     const second = cliAsk(h, 'h1', { subtype: 'hook_callback' }, 9)
     h.plane.holderChanged(other, 7)
-    assert.deepEqual(h.take(), [{ kind: 'send', to: other, frame: first }])
+    // With their seqs: an event stream names each event by it.
+    assert.deepEqual(h.take(), [{ kind: 'send', to: other, frame: first, seq: 5 }])
     h.plane.holderChanged(holder, 9)
-    assert.deepEqual(h.take(), [{ kind: 'send', to: holder, frame: first }, { kind: 'send', to: holder, frame: second }])
+    assert.deepEqual(h.take(), [{ kind: 'send', to: holder, frame: first, seq: 5 }, { kind: 'send', to: holder, frame: second, seq: 9 }])
     h.plane.answer('r1', { subtype: 'success', response: { behavior: 'allow' } }, 'client-a')
     h.take()
     h.plane.holderChanged(other, 100)
-    assert.deepEqual(h.take(), [{ kind: 'send', to: other, frame: second }], 'an answered request is not offered again')
+    assert.deepEqual(h.take(), [{ kind: 'send', to: other, frame: second, seq: 9 }], 'an answered request is not offered again')
   })
 })
 

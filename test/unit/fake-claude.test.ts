@@ -10,12 +10,12 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { label } from '../support/frames.js'
+import { referenceDir, referenceMissing } from '../support/reference.js'
 
 const FAKE = fileURLToPath(new URL('../fixtures/fake-claude.mjs', import.meta.url))
-// Recorded stdout of the real CLI 2.1.332: the shared reference set, then the repo's own recordings.
+// Recorded stdout of the real CLI 2.1.332: the reference set (see test/support/reference.ts), then the repo's own recordings.
 const REF_DIRS = [
-  // ../shared beside the repository, as CI lays it out (absent elsewhere: the repo's recordings serve).
-  process.env.CLAUDE_REFERENCE_DIR ?? fileURLToPath(new URL('../../../shared/reference/claude-code-2.1.332', import.meta.url)),
+  referenceDir('claude-code-2.1.332'),
   fileURLToPath(new URL('../fixtures/recorded/claude-code-2.1.332', import.meta.url))
 ]
 const BASE_ARGS = ['--output-format', 'stream-json', '--verbose', '--input-format', 'stream-json', '--permission-prompt-tool', 'stdio']
@@ -32,11 +32,18 @@ function dig(value: unknown, ...keys: Array<string | number>): unknown {
   return cur
 }
 
-/** Labels of a recorded stdout; the inline fallback (same content) keeps the test usable without the recordings. */
-function referenceLabels(name: string, fallback: string[]): string[] {
-  const file = REF_DIRS.map((dir) => path.join(dir, `${name}.stdout.ndjson`)).find((f) => fs.existsSync(f))
-  if (file === undefined) return fallback
-  return fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '').map((l) => label(JSON.parse(l) as Msg))
+/**
+ * The fake's labels must be `expected` and, where a recording of the real CLI's `name` scenario is at
+ * hand, that recording's: compared in a subtest that, without one, is skipped saying what is missing.
+ */
+async function assertTranscript(t: TestContext, actual: string[], name: string, expected: string[], normalise = (labels: string[]) => labels): Promise<void> {
+  assert.deepEqual(normalise(actual), normalise(expected))
+  const files = REF_DIRS.map((dir) => path.join(dir, `${name}.stdout.ndjson`))
+  const file = files.find((f) => fs.existsSync(f))
+  await t.test(`same order as the real CLI's ${name}.stdout.ndjson`, { skip: file === undefined && referenceMissing(files[0] as string) }, () => {
+    const recorded = fs.readFileSync(file as string, 'utf8').split('\n').filter((l) => l.trim() !== '').map((l) => label(JSON.parse(l) as Msg))
+    assert.deepEqual(normalise(actual), normalise(recorded))
+  })
 }
 
 /** Runs of the same label collapsed to one (the number of text deltas is not meaningful). */
@@ -244,7 +251,7 @@ test('text turn: message sequence matches the real CLI transcript, stdin EOF exi
   f.endStdin()
   assert.deepEqual(await f.waitExit(), { code: 0, signal: null })
   // Compared in full, session_state_changed included.
-  assert.deepEqual(f.labels(), referenceLabels('text', [INIT_RESP, RUNNING, 'system/init', 'assistant', 'result/success', IDLE]))
+  await assertTranscript(t, f.labels(), 'text', [INIT_RESP, RUNNING, 'system/init', 'assistant', 'result/success', IDLE])
   for (const m of f.msgs.slice(1)) assert.equal(m.session_id, f.sessionId, `session_id on ${label(m)}`)
   const init = f.msgs.find(isType('system', 'init'))
   assert.equal(init?.model, 'claude-test-model')
@@ -284,7 +291,7 @@ test('ask → allow: can_use_tool shape, file created, allow transcript order', 
   assert.equal(f.msgs.find(isType('result'))?.subtype, 'success')
   f.endStdin()
   assert.equal((await f.waitExit()).code, 0)
-  assert.deepEqual(f.labels(), referenceLabels('allow', [INIT_RESP, RUNNING, 'system/init', 'assistant', 'assistant', ASKING, CAN_USE, RUNNING, 'user', 'assistant', 'result/success', IDLE]))
+  await assertTranscript(t, f.labels(), 'allow', [INIT_RESP, RUNNING, 'system/init', 'assistant', 'assistant', ASKING, CAN_USE, RUNNING, 'user', 'assistant', 'result/success', IDLE])
 })
 
 test('ask → allow uses updatedInput; allow without updatedInput is a deny', async (t) => {
@@ -321,7 +328,7 @@ test('ask → deny: tool_result carries the message, deny transcript order', asy
   assert.equal(fs.existsSync(path.join(cwd, 'fake-created.txt')), false)
   f.endStdin()
   assert.equal((await f.waitExit()).code, 0)
-  assert.deepEqual(f.labels(), referenceLabels('deny', [INIT_RESP, RUNNING, 'system/init', 'assistant', 'assistant', ASKING, CAN_USE, RUNNING, 'user', 'assistant', 'result/success', IDLE]))
+  await assertTranscript(t, f.labels(), 'deny', [INIT_RESP, RUNNING, 'system/init', 'assistant', 'assistant', ASKING, CAN_USE, RUNNING, 'user', 'assistant', 'result/success', IDLE])
 })
 
 test('deny with interrupt: ends the turn with error_during_execution (deny_interrupt order), exit 1', async (t) => {
@@ -333,7 +340,7 @@ test('deny with interrupt: ends the turn with error_during_execution (deny_inter
   await f.waitFor(isState('idle'), 'idle')
   f.endStdin()
   assert.equal((await f.waitExit()).code, 1, 'last result was an error')
-  assert.deepEqual(f.labels(), referenceLabels('deny_interrupt', [INIT_RESP, RUNNING, 'system/init', 'assistant', 'assistant', ASKING, CAN_USE, RUNNING, 'user', 'user', 'result/error_during_execution', IDLE]))
+  await assertTranscript(t, f.labels(), 'deny_interrupt', [INIT_RESP, RUNNING, 'system/init', 'assistant', 'assistant', ASKING, CAN_USE, RUNNING, 'user', 'user', 'result/error_during_execution', IDLE])
   assert.equal(f.msgs.find(isType('result'))?.is_error, true)
 })
 
@@ -379,10 +386,10 @@ test('interrupt during a pending prompt: control_cancel_request, then success, t
   await allowAnswer(f, req)
   f.endStdin()
   assert.equal((await f.waitExit()).code, 1)
-  assert.deepEqual(f.labels(), referenceLabels('interrupt_pending_permission', [
+  await assertTranscript(t, f.labels(), 'interrupt_pending_permission', [
     INIT_RESP, RUNNING, 'system/init', 'assistant', 'assistant', ASKING, CAN_USE,
     'control_cancel_request', 'control_response/success', RUNNING, 'user', 'user', 'result/error_during_execution', IDLE
-  ]))
+  ])
 })
 
 test('interrupt while idle just succeeds; slow turn is interruptible', async (t) => {
@@ -448,7 +455,7 @@ test('SIGINT mid-turn ends the turn with error_during_execution then exits 0 (si
   await f.waitFor(isType('assistant'), 'first slow line', 0, 20_000)
   f.child.kill('SIGINT')
   assert.deepEqual(await f.waitExit(), { code: 0, signal: null })
-  assert.deepEqual(f.labels(), referenceLabels('sigint_midturn', [INIT_RESP, RUNNING, 'system/init', 'assistant', 'user', 'result/error_during_execution']))
+  await assertTranscript(t, f.labels(), 'sigint_midturn', [INIT_RESP, RUNNING, 'system/init', 'assistant', 'user', 'result/error_during_execution'])
 })
 
 test('stdin EOF mid-turn: the turn finishes, then exit 0 (stdin_close_midturn)', async (t) => {
@@ -473,9 +480,9 @@ test('stdin EOF while a prompt is pending: denied as "stream closed", turn finis
   const toolResult = f.msgs.find((m) => dig(m, 'message', 'content', 0, 'type') === 'tool_result')
   assert.match(String(dig(toolResult, 'message', 'content', 0, 'content')), /stream closed/)
   assert.equal(fs.existsSync(path.join(cwd, 'fake-created.txt')), false)
-  assert.deepEqual(f.labels(), referenceLabels('stdin_close_pending_permission', [
+  await assertTranscript(t, f.labels(), 'stdin_close_pending_permission', [
     INIT_RESP, RUNNING, 'system/init', 'assistant', 'assistant', ASKING, CAN_USE, RUNNING, 'user', 'assistant', 'result/success', IDLE
-  ]))
+  ])
 })
 
 test('burst 1000 delivers 1000 ordered assistant lines', async (t) => {
@@ -529,10 +536,10 @@ test('queued user lines run as later turns (queued_mid order)', async (t) => {
   const results = f.msgs.filter(isType('result'))
   assert.equal(results.length, 2)
   assert.equal(results[1]?.result, 'Echo: Say hello')
-  assert.deepEqual(f.labels(), referenceLabels('queued_mid', [
+  await assertTranscript(t, f.labels(), 'queued_mid', [
     INIT_RESP, RUNNING, 'command_lifecycle', 'command_lifecycle', 'system/init', 'command_lifecycle', 'assistant', 'result/success',
     'command_lifecycle', 'command_lifecycle', 'system/init', 'assistant', 'result/success', 'command_lifecycle', IDLE
-  ]))
+  ])
 })
 
 test('control requests: set_model, set_permission_mode, set_max_thinking_tokens, unknown subtype', async (t) => {
@@ -572,10 +579,10 @@ test('ask2 asks two tools one after the other (two_tools order)', async (t) => {
   assert.equal((await f.waitExit()).code, 0)
   assert.ok(fs.existsSync(path.join(cwd, 'fake-one.txt')))
   assert.equal(fs.existsSync(path.join(cwd, 'fake-two.txt')), false)
-  assert.deepEqual(f.labels(), referenceLabels('two_tools', [
+  await assertTranscript(t, f.labels(), 'two_tools', [
     INIT_RESP, RUNNING, 'system/init', 'assistant', 'assistant', ASKING, CAN_USE, 'assistant', RUNNING, 'user',
     ASKING, CAN_USE, RUNNING, 'user', 'assistant', 'result/success', IDLE
-  ]))
+  ])
 })
 
 test('hook waits for the hook_callback answer before continuing', async (t) => {
@@ -597,9 +604,9 @@ test('--include-partial-messages emits stream_event frames around each assistant
   await f.waitFor(isState('idle'), 'idle')
   f.endStdin()
   assert.equal((await f.waitExit()).code, 0)
-  assert.deepEqual(collapse(f.labels()), collapse(referenceLabels('partial', [
+  await assertTranscript(t, f.labels(), 'partial', [
     INIT_RESP, RUNNING, 'system/init', 'system/status', 'stream_event', 'assistant', 'stream_event', 'result/success', IDLE
-  ])))
+  ], collapse)
   const events = f.msgs.filter(isType('stream_event')).map((m) => String(dig(m, 'event', 'type')))
   assert.deepEqual(events, ['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop'])
   const deltas = f.msgs.filter((m) => dig(m, 'event', 'type') === 'content_block_delta').map((m) => String(dig(m, 'event', 'delta', 'text')))

@@ -1,6 +1,7 @@
 // Fresh recordings (test/fixtures/recorded/claude-code-<version>/, made by
 // `npm run record`) against the reference transcripts of the same CLI version
-// (../shared/reference/claude-code-<version>/ next to the repo): the message
+// (../shared/reference/claude-code-<version>/ next to the repo, or under
+// CLAUDE_REFERENCE_ROOT; skipped, saying so, without them): the message
 // type/subtype sequences must agree. Compared per direction (CLI→host and
 // host→CLI), because how host writes interleave with CLI output depends on
 // the recording driver's timing, not on the CLI.
@@ -10,10 +11,10 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { exitCodeOf, formatSequence, readSessionLog, sequenceTokens } from '../support/cli-driver.js'
+import { referenceDir, referenceMissing } from '../support/reference.js'
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
 const RECORDED_ROOT = path.join(REPO_ROOT, 'test', 'fixtures', 'recorded')
-const REFERENCE_ROOT = path.resolve(REPO_ROOT, '..', 'shared', 'reference')
 
 /** recorded scenario ↔ reference scenario */
 const PAIRS: Array<[string, string]> = [
@@ -35,13 +36,13 @@ test('recorded fixtures exist', () => {
 
 for (const version of versions) {
   const recordedDir = path.join(RECORDED_ROOT, version)
-  const referenceDir = path.join(REFERENCE_ROOT, version)
-  const referenceMissing = existsSync(referenceDir) ? false : `reference transcripts not found at ${referenceDir} (../shared is not checked out next to the repo)`
+  const refDir = referenceDir(version)
+  const missing = referenceMissing(refDir)
 
   for (const [recName, refName] of PAIRS) {
-    test(`${version}: ${recName} matches reference ${refName}`, { skip: referenceMissing }, () => {
+    test(`${version}: ${recName} matches reference ${refName}`, { skip: missing }, () => {
       const recFile = path.join(recordedDir, `${recName}.session.jsonl`)
-      const refFile = path.join(referenceDir, `${refName}.session.jsonl`)
+      const refFile = path.join(refDir, `${refName}.session.jsonl`)
       assert.ok(existsSync(recFile), `missing recording ${recFile}: run npm run record -- ${recName}`)
       assert.ok(existsSync(refFile), `missing reference ${refFile}`)
       const rec = readSessionLog(recFile)

@@ -2,7 +2,7 @@
  * Runs the EventStore contract against both implementations, plus checks
  * specific to Redis (key layout, lazy index cleanup, error handling).
  *
- * The Redis cases use REDIS_URL when set, else 127.0.0.1:6379; each store
+ * The Redis cases use TEST_REDIS_URL when set, else 127.0.0.1:6379; each store
  * gets a unique random prefix whose keys are deleted afterwards.
  */
 import assert from 'node:assert/strict'
@@ -13,10 +13,9 @@ import { afterEach, describe, it } from 'node:test'
 import { MemoryStore } from '../../src/store/memory.js'
 import { RedisStore } from '../../src/store/redis.js'
 import type { RetentionOptions } from '../../src/store/store.js'
-import { deleteKeys, redisCommand } from '../support/redis-server.js'
+import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
 import { DEFAULT_RETENTION, events, session, storeContract, waitFor } from '../support/store-contract.js'
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 storeContract('memory', async (retention) => {
   const store = new MemoryStore({ retention })

@@ -3,7 +3,7 @@
  * written is signed, every record read is checked, and a record changed
  * outside the gateway, failing the record schema, or asking for
  * bypassPermissions while that is off, reads as absent and is logged.
- * Redis cases run against real Redis (REDIS_URL or 127.0.0.1:6379, a fresh
+ * Redis cases run against real Redis (TEST_REDIS_URL or 127.0.0.1:6379, a fresh
  * prefix per case). Also the generated store secret ($DATA_DIR/store-secret).
  */
 import assert from 'node:assert/strict'
@@ -19,10 +19,9 @@ import { RedisStore } from '../../src/store/redis.js'
 import { SignedStore, canonicalJson, recordMac } from '../../src/store/signed-records.js'
 import { loadStoreSecret } from '../../src/store/store-secret.js'
 import type { EventStore, SessionRecord } from '../../src/store/store.js'
-import { deleteKeys, redisCommand } from '../support/redis-server.js'
+import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
 import { DEFAULT_RETENTION, events } from '../support/store-contract.js'
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const SECRET = 'k'.repeat(43)
 
 function capture (): { logger: pino.Logger, entries: () => any[] } {

@@ -7,7 +7,7 @@
  * client falls back to ws.send.
  */
 import assert from 'node:assert/strict'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import { after, describe, it } from 'node:test'
 import { WebSocket, WebSocketServer } from 'ws'
 import { WsClient } from '../../src/ws/ws-client.js'
@@ -22,7 +22,7 @@ describe('WsClient frames', () => {
     const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: deflate })
     servers.push(wss)
     await new Promise<void>((resolve) => wss.once('listening', resolve))
-    const accepted = new Promise<WebSocket>((resolve) => wss.once('connection', resolve))
+    const accepted = new Promise<[WebSocket, Socket]>((resolve) => wss.once('connection', (ws, req) => resolve([ws, req.socket])))
     const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`, { perMessageDeflate: deflate })
     const got: string[] = []
     const events: string[] = []
@@ -35,7 +35,8 @@ describe('WsClient frames', () => {
     client.on('ping', () => events.push('ping'))
     const closed = new Promise<number>((resolve) => client.once('close', (code) => resolve(code)))
     await new Promise<void>((resolve) => client.once('open', () => resolve()))
-    return { server: new WsClient(await accepted, 1 << 30), client, got, events, closed }
+    const [ws, raw] = await accepted
+    return { server: new WsClient(ws, raw, 1 << 30), client, got, events, closed }
   }
 
   const LENGTHS = [0, 1, 125, 126, 127, 65535, 65536, 70000]

@@ -1,0 +1,43 @@
+/**
+ * An EventStore that times its appends for the metrics (cgw_store_append_seconds)
+ * and otherwise passes every call through. A decorator, so neither store
+ * implementation knows about metrics; app.ts gives it to the sessions only,
+ * whose event logs are what appends.
+ */
+import type { EventStore, ListOptions, RawEvent, SessionPage, SessionRecord, StoredEvent } from '../store/store.js'
+import type { MetricsSink } from './sink.js'
+
+export class TimedStore implements EventStore {
+  readonly #inner: EventStore
+  readonly #sink: Pick<MetricsSink, 'appendTimed'>
+
+  constructor (inner: EventStore, sink: Pick<MetricsSink, 'appendTimed'>) {
+    this.#inner = inner
+    this.#sink = sink
+  }
+
+  get kind (): string { return this.#inner.kind }
+
+  async append (sessionId: string, events: StoredEvent[]): Promise<void> {
+    const started = performance.now()
+    try {
+      await this.#inner.append(sessionId, events)
+    } catch (err) {
+      this.#sink.appendTimed((performance.now() - started) / 1000, false)
+      throw err
+    }
+    this.#sink.appendTimed((performance.now() - started) / 1000, true)
+  }
+
+  read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> { return this.#inner.read(sessionId, after, limit, maxBytes) }
+  readRaw (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<RawEvent[]> { return this.#inner.readRaw(sessionId, after, limit, maxBytes) }
+  firstSeq (sessionId: string): Promise<number | null> { return this.#inner.firstSeq(sessionId) }
+  lastSeq (sessionId: string): Promise<number | null> { return this.#inner.lastSeq(sessionId) }
+  putSession (record: SessionRecord): Promise<void> { return this.#inner.putSession(record) }
+  getSession (id: string): Promise<SessionRecord | null> { return this.#inner.getSession(id) }
+  listSessions (tenant: string, options: ListOptions): Promise<SessionPage> { return this.#inner.listSessions(tenant, options) }
+  listLive (): Promise<SessionRecord[]> { return this.#inner.listLive() }
+  ping (): Promise<void> { return this.#inner.ping() }
+  onReconnect (listener: () => void): void { this.#inner.onReconnect?.(listener) }
+  close (): Promise<void> { return this.#inner.close() }
+}
