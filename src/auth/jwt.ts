@@ -6,6 +6,7 @@
  */
 import { type CryptoKey, type JWTVerifyOptions, importSPKI, jwtVerify } from 'jose'
 import type { Authenticator } from './static-tokens.js'
+import { isTenantName } from './tenant-name.js'
 
 export interface JwtOptions {
   secret?: string | undefined
@@ -18,8 +19,6 @@ export interface JwtOptions {
 }
 
 const ASYMMETRIC = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']
-/** A tenant names folders (workspace, CLI config): `.` and `..` would point at a parent, so they are refused. */
-const TENANT = /^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$/
 
 export class JwtAuthenticator implements Authenticator {
   readonly #o: JwtOptions
@@ -51,7 +50,7 @@ export class JwtAuthenticator implements Authenticator {
         const { payload } = await jwtVerify(token, key, { ...verify, algorithms })
         if (!this.#lifetimeOk(payload.exp as number, payload.iat)) return null
         const tenant = payload[this.#o.tenantClaim]
-        return typeof tenant === 'string' && TENANT.test(tenant) ? tenant : null
+        return typeof tenant === 'string' && isTenantName(tenant) ? tenant : null
       } catch {
         // wrong key or invalid token: try the next key
       }

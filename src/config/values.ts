@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { isIP } from 'node:net'
 import { dirname, join } from 'node:path'
+import { isTenantName } from '../auth/tenant-name.js'
 
 export class ConfigError extends Error {
   override name = 'ConfigError'
@@ -33,7 +34,7 @@ export function tokensOrProblem (text: string): Map<string, string> | string {
     const at = pair.lastIndexOf('=')
     const token = pair.slice(0, at)
     const tenant = pair.slice(at + 1)
-    if (at < 1 || !/^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$/.test(tenant)) { // `.`/`..` would name a parent folder
+    if (at < 1 || !isTenantName(tenant)) {
       return 'expected token=tenant[,token=tenant...] with tenant of [A-Za-z0-9._-]'
     }
     if (token.length < 16) return `token for tenant ${tenant} is shorter than 16 characters`

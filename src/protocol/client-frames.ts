@@ -7,6 +7,7 @@
  * (either kills it).
  */
 import { z } from 'zod'
+import { firstIssue } from './first-issue.js'
 
 const contentBlock = z.looseObject({ type: z.string().min(1) })
 
@@ -141,9 +142,8 @@ export function parseClientFrame (text: string): ParsedClientFrame {
   if (schema === undefined) return { ok: true, frame: { type: 'other_type', value: value as OtherTypeFrame['value'] } }
   const parsed = schema.safeParse(value)
   if (!parsed.success) {
-    const first = parsed.error.issues[0]
-    const where = first === undefined || first.path.length === 0 ? '' : ` at ${first.path.join('.')}`
-    return refuse(`${first?.message ?? 'invalid'}${where}`)
+    const { path, message } = firstIssue(parsed.error)
+    return refuse(`${message}${path === '' ? '' : ` at ${path}`}`)
   }
   return { ok: true, frame: value as ClientFrame }
 }

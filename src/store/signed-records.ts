@@ -14,6 +14,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { Logger } from 'pino'
 import { sessionRecordSchema } from './record-schema.js'
 import type { EventStore, ListOptions, RawEvent, SessionPage, SessionRecord, StoredEvent } from './store.js'
+import { firstIssue } from '../protocol/first-issue.js'
 
 export interface SignedStoreOptions {
   /** The MAC key (STORE_SECRET, or the generated `$DATA_DIR/store-secret`). */
@@ -105,8 +106,8 @@ export class SignedStore implements EventStore {
     if (plain.id !== id) return `stored under id ${id} but names ${String(plain.id)}`
     const parsed = sessionRecordSchema.safeParse(plain)
     if (!parsed.success) {
-      const issue = parsed.error.issues[0]
-      return `not a valid record: ${issue === undefined ? 'invalid' : `${issue.path.join('.') || '(record)'}: ${issue.message}`}`
+      const { path, message } = firstIssue(parsed.error)
+      return `not a valid record: ${path || '(record)'}: ${message}`
     }
     if (parsed.data.options.permission_mode === 'bypassPermissions' && !this.#o.allowBypassPermissions) {
       return 'options.permission_mode is bypassPermissions and ALLOW_BYPASS_PERMISSIONS is false'
