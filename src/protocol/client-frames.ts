@@ -113,6 +113,24 @@ export function tooDeep (value: unknown, max: number = MAX_JSON_DEPTH): boolean 
   return false
 }
 
+/**
+ * True when a number in `value` is not finite: JSON text such as `1e999`
+ * parses to Infinity, which JSON.stringify writes as `null`, so the CLI
+ * would get another value than the client sent.
+ */
+export function hasNonFiniteNumber (value: unknown): boolean {
+  const stack: unknown[] = [value]
+  while (stack.length > 0) {
+    const v = stack.pop()
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) return true
+    } else if (typeof v === 'object' && v !== null) {
+      for (const child of Object.values(v)) stack.push(child)
+    }
+  }
+  return false
+}
+
 export type ParsedClientFrame =
   | { ok: true, frame: ClientFrame }
   | { ok: false, code: 'invalid_json' | 'invalid_frame', message: string, requestId?: string }
@@ -134,6 +152,7 @@ export function parseClientFrame (text: string): ParsedClientFrame {
     return { ok: false, code: 'invalid_frame', message, ...(id === undefined ? {} : { requestId: id }) }
   }
   if (tooDeep(value)) return refuse(`The frame nests more than ${MAX_JSON_DEPTH} levels deep`)
+  if (hasNonFiniteNumber(value)) return refuse('A number in the frame is too large to pass on exactly (it would reach the CLI as null)')
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return refuse('A frame is a JSON object')
   const type = (value as { type?: unknown }).type
   if (typeof type !== 'string' || type === '' || type.length > 100) return refuse('A frame needs a "type" string')

@@ -66,6 +66,23 @@ describe('parseClientFrame', () => {
     assert.deepEqual(ok(JSON.stringify(other)), { type: 'other_type', value: other })
   })
 
+  it('refuses a number too large for a double (1e999 would reach the CLI as null), anywhere in the frame', () => {
+    for (const text of [
+      '{"type":"user","message":{"role":"user","content":"hi"},"x":1e999}',
+      '{"type":"control_response","response":{"subtype":"success","request_id":"r1","response":{"behavior":"allow","updatedInput":{"n":[1,-2e400]}}}}',
+      '{"type":"brand_new_type","v":{"w":1e309}}'
+    ]) {
+      const r = parseClientFrame(text)
+      assert.ok(!r.ok, text)
+      assert.equal(r.code, 'invalid_frame')
+      assert.match(r.message, /too large to pass on exactly/)
+    }
+    const huge = parseClientFrame('{"type":"control_request","request_id":"r11","request":{"subtype":"set_max_thinking_tokens","max_thinking_tokens":1e999}}')
+    assert.ok(!huge.ok)
+    assert.equal(huge.requestId, 'r11', 'answered as that request')
+    assert.equal(parseClientFrame('{"type":"user","message":{"role":"user","content":"hi"},"x":1.7976931348623157e308}').ok, true, 'the largest double passes')
+  })
+
   it('gives the request_id of a refused control_request when it can be read', () => {
     const bad = parseClientFrame('{"type":"control_request","request_id":"r9","request":{"subtype":"set_permission_mode","mode":"yolo"}}')
     assert.ok(!bad.ok)
