@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { CliCallbacks, CliExit, CliHandle, CliSpawnSpec } from './cli-handle.js'
 import { NdjsonSplitter } from './ndjson.js'
-import { processStartTime } from './reaper.js'
+import { processStartTime, signalGroup } from './reaper.js'
 
 export interface CliProcessOptions {
   maxLineBytes: number
@@ -128,13 +128,7 @@ export class CliProcess implements CliHandle {
   /** Signals the whole group; false when no process of it is left. */
   #signalGroup (signal: NodeJS.Signals | 0): boolean {
     const pid = this.#child.pid
-    if (pid === undefined) return false
-    try {
-      process.kill(-pid, signal)
-      return true
-    } catch {
-      return false
-    }
+    return pid !== undefined && signalGroup(pid, signal)
   }
 
   /** Resolves true once the process has exited and its pipes closed, false after `ms`. */

@@ -183,10 +183,12 @@ function groupAlive (pgid: number): boolean {
   return groupMembers(pgid).length > 0
 }
 
-function signalGroup (pgid: number, signal: NodeJS.Signals): void {
+/** Signals a whole process group (0: only checks it exists); false when no process of it is left. */
+export function signalGroup (pgid: number, signal: NodeJS.Signals | 0): boolean {
   try {
     process.kill(-pgid, signal)
+    return true
   } catch {
-    // the group ended meanwhile
+    return false
   }
 }
