@@ -76,11 +76,11 @@ declare module 'fastify' {
 }
 
 export async function buildApp (config: Config, parts: AppParts = {}): Promise<FastifyInstance> {
-  const logger = parts.logger ?? pino({ level: config.logLevel, redact: ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]'] })
+  const logger = (parts.logger ?? pino({ level: config.logLevel, redact: ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]'] })).child({ node: config.nodeId })
   const ownsStore = parts.store === undefined
   const chosenStore = parts.store ?? (config.redisUrl === undefined
     ? new MemoryStore({ retention: retention(config) })
-    : new RedisStore({ url: config.redisUrl, prefix: config.redisPrefix, retention: retention(config) }))
+    : new RedisStore({ url: config.redisUrl, cluster: config.redisCluster, prefix: config.redisPrefix, retention: retention(config) }))
   // Whatever store was chosen or injected: records are signed on write and checked on every read.
   const store: EventStore = new SignedStore(chosenStore, {
     secret: config.storeSecret ?? loadStoreSecret(config.dataDir),

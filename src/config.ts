@@ -47,8 +47,14 @@ const startupRules: Array<(config: Config) => string | null> = [
   openHostProblem,
   unsandboxedProblem,
   dataDirProblem,
-  metricsPortProblem
+  metricsPortProblem,
+  redisClusterProblem
 ]
+
+/** A cluster flag without a seed node would silently fall back to the in-memory store. */
+function redisClusterProblem (config: Config): string | null {
+  return config.redisCluster && config.redisUrl === undefined ? 'REDIS_CLUSTER: needs REDIS_URL (a seed node of the cluster)' : null
+}
 
 function headersTimeoutProblem (config: Config): string | null {
   if (config.requestTimeoutMs === 0 || config.headersTimeoutMs <= config.requestTimeoutMs) return null

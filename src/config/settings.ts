@@ -6,6 +6,7 @@
  * whose type is inferred from it. Rules that join several settings are
  * start-up rules in src/config.ts.
  */
+import { hostname } from 'node:os'
 import { resolve, join } from 'node:path'
 import { z } from 'zod'
 import { parseDestinations } from '../sandbox/destinations.js'
@@ -70,6 +71,10 @@ export const envSchema = z.object({
   REDIS_URL: optional(z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL'), '(unset: in-memory store)', '`redis://…` to keep event logs in Redis', true),
   REDIS_PREFIX: defaulted(z.string().min(1).regex(/^[^{}]*$/, 'must not contain { or } (they would break the per-session hash tag)'), 'cgw:',
     'key prefix in Redis (no `{` or `}`)'),
+  REDIS_CLUSTER: defaulted(flag(), 'false',
+    '`REDIS_URL` names one seed node of a Redis Cluster (its credentials and TLS apply to every node); needs `REDIS_URL`'),
+  NODE_ID: optional(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'expected 1 to 64 of A-Z a-z 0-9 . _ -'), '`<hostname>-<pid>`',
+    'this gateway\'s name among several sharing a store; logged as `node` on every line'),
   GATEWAY_TOKENS: optional(z.string().transform((v, ctx) => {
     const tokens = tokensOrProblem(v)
     if (typeof tokens !== 'string') return tokens
@@ -180,6 +185,10 @@ export const configSchema = envSchema.transform((e) => {
     workspaceRoot: resolve(e.WORKSPACE_ROOT ?? join(dataDir, 'workspaces')),
     redisUrl: e.REDIS_URL,
     redisPrefix: e.REDIS_PREFIX,
+    /** REDIS_URL is a seed node of a Redis Cluster. */
+    redisCluster: e.REDIS_CLUSTER,
+    /** This process's name among gateways sharing a store (the root logger's `node`). */
+    nodeId: e.NODE_ID ?? defaultNodeId(),
     /** token → tenant. Null means none were configured (a token is generated at start). */
     tokens: e.GATEWAY_TOKENS ?? null,
     keepaliveIntervalMs: e.KEEPALIVE_INTERVAL_MS,
@@ -249,3 +258,10 @@ export const configSchema = envSchema.transform((e) => {
 })
 
 export type Config = z.output<typeof configSchema>
+
+/** `<hostname>-<pid>`, in NODE_ID's charset and length (a hostname may hold other characters or be long). */
+function defaultNodeId (): string {
+  const pid = `-${process.pid}`
+  const host = hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 64 - pid.length)
+  return `${host === '' ? 'node' : host}${pid}`
+}

@@ -1,7 +1,8 @@
 /**
  * Redis event store: the scale-out implementation, selected when REDIS_URL is
- * set. Works against a single Redis (6.2+) or a Redis Cluster (pass an ioredis
- * `Cluster` as `client`). This is the only module that imports ioredis.
+ * set. Works against a single Redis (6.2+) or a Redis Cluster (`cluster: true`,
+ * or an ioredis `Cluster` as `client`). This is the only module that imports
+ * ioredis.
  *
  * Key layout (`P` = the configured prefix, default `cgw:`; `{id}` is a Cluster
  * hash tag, so every key of one session hashes to the same slot):
@@ -24,9 +25,11 @@
  *                           by listLive at start-up to find orphans. Stale
  *                           members are removed lazily by listLive.
  *
- * Multi-key operations (MULTI, pipelines) only ever touch the keys of one
- * session; the tenant index and the live set are written with separate
- * commands, so the store works on a Cluster where they live on other slots.
+ * Multi-key operations (MULTI, pipelines, the scripts' KEYS) only ever touch
+ * the keys of one session; the tenant index and the live set are written with
+ * separate commands after the session's transaction, in both modes, so the
+ * store works on a Cluster where they live on other slots. Nothing uses KEYS
+ * or SCAN, so no command has to visit every master.
  *
  * Retention: when a session reaches a final status and ttlSecondsAfterEnd > 0,
  * both session keys get that TTL (events appended later inherit the meta's
@@ -41,7 +44,8 @@
  * the client is ready again after a lost connection, `onReconnect` listeners
  * run: that Redis may have lost every key meanwhile.
  */
-import { type Cluster, Redis, type RedisOptions } from 'ioredis'
+import { isIP } from 'node:net'
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis'
 import {
   type EventStore, type ListOptions, type RetentionOptions, type SessionPage,
   type RawEvent, type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal
@@ -53,6 +57,11 @@ export type RedisClient = Redis | Cluster
 export interface RedisStoreConfig {
   /** `redis://` or `rediss://` URL; used when no `client` is given. Default `redis://127.0.0.1:6379`. */
   url?: string | undefined
+  /**
+   * `url` names one seed node of a Redis Cluster: the client learns the other
+   * masters from it, and the URL's credentials and TLS apply to every node.
+   */
+  cluster?: boolean | undefined
   /** A ready-made client (e.g. an ioredis `Cluster`). The store does not close an injected client. */
   client?: RedisClient | undefined
   /** Prepended to every key. Must not contain `{` or `}` (they would break the per-session hash tag). Default `cgw:`. */
@@ -177,13 +186,28 @@ export class RedisStore implements EventStore {
       this.#client = config.client
       this.#ownsClient = false
     } else {
-      this.#client = new Redis(config.url ?? 'redis://127.0.0.1:6379', clientOptions(this.#timeoutMs))
+      const url = config.url ?? 'redis://127.0.0.1:6379'
+      this.#client = config.cluster === true
+        ? new Cluster([seedNode(url)], clusterOptions(url, this.#timeoutMs))
+        : new Redis(url, clientOptions(this.#timeoutMs))
       this.#ownsClient = true
-      // Without a listener ioredis prints every reconnect failure to stderr.
-      this.#client.on('error', (error: Error) => {
+      const failed = (error: Error): void => {
         this.#lastError = error
         config.onError?.(error)
-      })
+      }
+      // Without a listener ioredis prints every reconnect failure to stderr.
+      this.#client.on('error', failed)
+      if (this.#client instanceof Cluster) {
+        const cluster = this.#client
+        // A Cluster reports a failing node apart from its own errors.
+        cluster.on('node error', failed)
+        // A Cluster's own offline queue has no command timeout: while no node
+        // answers, queued commands would wait for ever. It holds the commands
+        // of start-up until the cluster is first reached; after that a command
+        // fails at once while the cluster (or the node of its slot) is down,
+        // as the session layer expects of a store (see clientOptions).
+        cluster.once('ready', () => { cluster.options.enableOfflineQueue = false })
+      }
       this.#client.on('ready', () => { this.#lastError = null })
     }
     // On an injected client too: the same name always carries the same script.
@@ -437,6 +461,46 @@ function clientOptions (commandTimeoutMs: number): RedisOptions {
     connectTimeout: Math.max(commandTimeoutMs, 1000),
     retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times - 1, 10), 500)
   }
+}
+
+/**
+ * Options for a Cluster this store creates: each node's connection gets
+ * `clientOptions` (fail fast, bounded commands) plus the seed URL's
+ * credentials and TLS; reads and writes go to masters only (`scaleReads`),
+ * so a read never misses an append a replica has not yet received.
+ */
+function clusterOptions (url: string, commandTimeoutMs: number): ClusterOptions {
+  const parsed = new URL(url)
+  const { enableAutoPipelining, autoPipeliningIgnoredCommands, enableOfflineQueue, retryStrategy, ...node } = clientOptions(commandTimeoutMs)
+  const tls = parsed.protocol === 'rediss:'
+  return {
+    enableAutoPipelining,
+    autoPipeliningIgnoredCommands,
+    enableOfflineQueue,
+    scaleReads: 'master',
+    clusterRetryStrategy: retryStrategy ?? null,
+    // Slot moves and failovers are followed, but within about a command timeout.
+    retryDelayOnFailover: 100,
+    retryDelayOnClusterDown: 100,
+    slotsRefreshTimeout: Math.max(commandTimeoutMs, 1000),
+    // With TLS the seed's host name must reach the TLS layer (server name
+    // check) instead of being resolved to an address first.
+    ...(tls ? { dnsLookup: (address: string, done: (err: Error | null, address: string) => void) => { done(null, address) } } : {}),
+    redisOptions: {
+      ...node,
+      ...(parsed.username !== '' ? { username: decodeURIComponent(parsed.username) } : {}),
+      ...(parsed.password !== '' ? { password: decodeURIComponent(parsed.password) } : {}),
+      // Nodes are announced by address; their certificates name the seed's host.
+      ...(tls ? { tls: isIP(parsed.hostname) === 0 ? { servername: parsed.hostname } : {} } : {})
+    }
+  }
+}
+
+/** The seed node of a cluster URL (a Cluster has no databases, so a path is ignored). */
+function seedNode (url: string): { host: string, port: number } {
+  const parsed = new URL(url)
+  const host = parsed.hostname.startsWith('[') ? parsed.hostname.slice(1, -1) : parsed.hostname
+  return { host: host === '' ? '127.0.0.1' : host, port: parsed.port === '' ? 6379 : Number(parsed.port) }
 }
 
 /**

@@ -3,16 +3,19 @@
  * specific to Redis (key layout, lazy index cleanup, error handling).
  *
  * The Redis cases use TEST_REDIS_URL when set, else 127.0.0.1:6379; each store
- * gets a unique random prefix whose keys are deleted afterwards.
+ * gets a unique random prefix whose keys are deleted afterwards. The contract
+ * runs once more on a private three-master Redis Cluster (started at the
+ * first case, removed when the file ends; skipped without redis-cli).
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import { type Socket, createServer } from 'node:net'
-import { afterEach, describe, it } from 'node:test'
+import { after, afterEach, describe, it } from 'node:test'
 import { MemoryStore } from '../../src/store/memory.js'
 import { RedisStore } from '../../src/store/redis.js'
 import type { RetentionOptions } from '../../src/store/store.js'
+import { type RedisCluster, redisClusterMissing, startRedisCluster } from '../support/redis-cluster.js'
 import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
 import { DEFAULT_RETENTION, events, session, storeContract, waitFor } from '../support/store-contract.js'
 
@@ -36,6 +39,22 @@ function makeRedis (retention: RetentionOptions): { store: RedisStore; prefix: s
 }
 
 storeContract('redis', async (retention) => makeRedis(retention), { trimSlack: () => 100 })
+
+const clusterMissing = redisClusterMissing()
+if (clusterMissing === null) {
+  let cluster: Promise<RedisCluster> | null = null
+  after(async () => { if (cluster !== null) await (await cluster).stop() })
+  // The cluster is private to this file: its keys go with it, no per-store deletion.
+  storeContract('redis cluster', async (retention) => {
+    cluster ??= startRedisCluster()
+    const store = new RedisStore({ url: (await cluster).url, cluster: true, prefix: `cgw-test:${randomUUID()}:`, retention })
+    return { store, cleanup: () => store.close() }
+  }, { trimSlack: () => 100 })
+} else {
+  describe('EventStore contract: redis cluster', () => {
+    it('runs on a Redis Cluster', { skip: clusterMissing }, () => {})
+  })
+}
 
 describe('RedisStore specifics', () => {
   const open: (() => Promise<void>)[] = []

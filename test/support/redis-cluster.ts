@@ -1,0 +1,136 @@
+/**
+ * A private three-master Redis Cluster for tests: three `redis-server
+ * --cluster-enabled yes` on free loopback ports in a temporary directory,
+ * joined with `redis-cli --cluster create`, ready once every node reports
+ * `cluster_state:ok`. `stop()` kills the servers and removes the directory;
+ * a failed start does the same before it rejects, and the servers are killed
+ * when the test process exits in any case.
+ *
+ * `redisClusterMissing()` says what to install when `redis-server` or
+ * `redis-cli` is not on PATH, for tests that skip then.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { once } from 'node:events'
+import { mkdtempSync } from 'node:fs'
+import { rm } from 'node:fs/promises'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { redisCommand } from './redis-server.js'
+
+export interface RedisCluster {
+  /** A seed node's URL (any node will do for a cluster client). */
+  url: string
+  /** The masters' ports, in the order they were created. */
+  ports: number[]
+  /** Kills the servers, waits for them to exit and removes their directory; idempotent. */
+  stop: () => Promise<void>
+}
+
+const REDIS_SERVER_BIN = process.env.REDIS_SERVER_BIN ?? 'redis-server'
+const REDIS_CLI_BIN = process.env.REDIS_CLI_BIN ?? 'redis-cli'
+const running = new Set<ChildProcess>()
+process.once('exit', () => { for (const child of running) child.kill('SIGKILL') })
+
+/** Null when both binaries run; else what to install, for a test's skip message. */
+export function redisClusterMissing (): string | null {
+  const missing = [REDIS_SERVER_BIN, REDIS_CLI_BIN].filter((bin) => spawnSync(bin, ['--version'], { stdio: 'ignore' }).status !== 0)
+  if (missing.length === 0) return null
+  return `${missing.join(' and ')} not found on PATH: install redis-server and redis-tools (apt-get install redis-server redis-tools; Homebrew: brew install redis)`
+}
+
+export async function startRedisCluster (options: { timeoutMs?: number } = {}): Promise<RedisCluster> {
+  const timeoutMs = options.timeoutMs ?? 30_000
+  const deadline = Date.now() + timeoutMs
+  const dir = mkdtempSync(join(tmpdir(), 'cgw-redis-cluster-'))
+  const children: ChildProcess[] = []
+  let output = ''
+  let stopped: Promise<void> | null = null
+  const stop = (): Promise<void> => {
+    stopped ??= (async () => {
+      await Promise.all(children.map((child) => end(child)))
+      await rm(dir, { recursive: true, force: true })
+    })()
+    return stopped
+  }
+  try {
+    const ports = await freeClusterPorts(3)
+    for (const port of ports) {
+      const child = spawn(REDIS_SERVER_BIN, [
+        '--port', String(port), '--bind', '127.0.0.1', '--protected-mode', 'no',
+        '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`,
+        '--save', '', '--appendonly', 'no', '--dir', dir, '--daemonize', 'no', '--loglevel', 'warning'
+      ], { stdio: ['ignore', 'pipe', 'pipe'] })
+      children.push(child)
+      running.add(child)
+      child.once('exit', () => running.delete(child))
+      child.stdout?.on('data', (d: Buffer) => { output += d.toString() })
+      child.stderr?.on('data', (d: Buffer) => { output += d.toString() })
+    }
+    for (const port of ports) {
+      await until(deadline, async () => await redisCommand(`redis://127.0.0.1:${port}`, ['PING'], { timeoutMs: 500 }) === 'PONG',
+        () => `redis-server on ${port} did not answer PING: ${output}`, children)
+    }
+    const create = spawn(REDIS_CLI_BIN, ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'],
+      { stdio: ['ignore', 'pipe', 'pipe'] })
+    let createOutput = ''
+    create.stdout?.on('data', (d: Buffer) => { createOutput += d.toString() })
+    create.stderr?.on('data', (d: Buffer) => { createOutput += d.toString() })
+    const [code] = await once(create, 'exit') as [number | null]
+    if (code !== 0) throw new Error(`redis-cli --cluster create exited with ${code}: ${createOutput}`)
+    for (const port of ports) {
+      await until(deadline, async () => String(await redisCommand(`redis://127.0.0.1:${port}`, ['CLUSTER', 'INFO'], { timeoutMs: 500 })).includes('cluster_state:ok'),
+        () => `node ${port} did not report cluster_state:ok: ${output}`, children)
+    }
+    return { url: `redis://127.0.0.1:${ports[0] as number}`, ports, stop }
+  } catch (error) {
+    await stop()
+    throw error
+  }
+}
+
+/** Polls `check` until it is true; fails at the deadline or when a server exits. */
+async function until (deadline: number, check: () => Promise<boolean>, why: () => string, children: ChildProcess[]): Promise<void> {
+  while (true) {
+    const dead = children.find((c) => c.exitCode !== null || c.signalCode !== null)
+    if (dead !== undefined) throw new Error(`a redis-server exited (${dead.exitCode ?? dead.signalCode}): ${why()}`)
+    try {
+      if (await check()) return
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(why())
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
+/** `count` distinct free ports whose cluster bus ports (port + 10000) are free too. */
+async function freeClusterPorts (count: number): Promise<number[]> {
+  const ports: number[] = []
+  for (let tries = 0; ports.length < count; tries++) {
+    if (tries > 200) throw new Error('no free ports for a Redis Cluster')
+    const port = await freePort(0)
+    if (port + 10000 > 65535 || ports.includes(port)) continue
+    if (await freePort(port + 10000).then(() => true, () => false)) ports.push(port)
+  }
+  return ports
+}
+
+async function freePort (port: number): Promise<number> {
+  const server = createServer()
+  server.listen(port, '127.0.0.1')
+  await Promise.race([once(server, 'listening'), once(server, 'error').then(([error]) => { throw error })])
+  const address = server.address()
+  server.close()
+  await once(server, 'close')
+  if (address === null || typeof address === 'string') throw new Error('no port')
+  return address.port
+}
+
+async function end (child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const exited = once(child, 'exit')
+  child.kill('SIGKILL')
+  await exited
+  running.delete(child)
+}
