@@ -247,12 +247,20 @@ function makeWorkspace(scratch: string, name: string): Workspace {
   return { root, home: realpathSync(home), cwd: realpathSync(cwd), sessionId: randomUUID() }
 }
 
+/**
+ * What the scratch folders are renamed to in a recording: the placeholders
+ * the reference transcripts use, so recordings compare with them and name no
+ * folder of the machine that made them. Never read or written as paths.
+ */
+const PLACEHOLDER_CWD = '/workspace/demo'
+const PLACEHOLDER_HOME = '/home/user'
+
 function rewriter(ws: Workspace): (s: string) => string {
   const slug = (p: string): string => p.replace(/[^a-zA-Z0-9]/g, '-')
   const pairs: Array<[string, string]> = [
-    [ws.cwd, '/workspace/demo'],
-    [slug(ws.cwd), slug('/workspace/demo')],
-    [ws.home, '/home/user'],
+    [ws.cwd, PLACEHOLDER_CWD],
+    [slug(ws.cwd), slug(PLACEHOLDER_CWD)],
+    [ws.home, PLACEHOLDER_HOME],
     [ws.root, '/scratch']
   ]
   return (s) => pairs.reduce((acc, [from, to]) => acc.split(from).join(to), s)

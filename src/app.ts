@@ -223,7 +223,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   await app.register(sessionRoutes, { manager })
   await app.register(permissionRoutes, { manager })
   const tenantConnections = new TenantConnections(config.maxConnectionsPerTenant)
-  await app.register(eventRoutes, { manager, keepaliveIntervalMs: config.keepaliveIntervalMs, maxBufferedBytes: config.wsMaxBufferedBytes, maxClientsPerSession: config.maxClientsPerSession, tenantConnections, historyPageMaxBytes: config.historyPageMaxBytes, store })
+  await app.register(eventRoutes, { manager, keepaliveIntervalMs: config.keepaliveIntervalMs, maxBufferedBytes: config.wsMaxBufferedBytes, maxClientsPerSession: config.maxClientsPerSession, tenantConnections, historyPageMaxBytes: config.historyPageMaxBytes })
   await app.register(wsRoutes, {
     manager,
     heartbeat,

@@ -24,7 +24,6 @@ import type { TenantConnections } from '../net/tenant-connections.js'
 import { END_GRACE_MS, SHUTDOWN_END_GRACE_MS, SendQueue } from '../net/send-queue.js'
 import type { ClientPort, EndReason } from '../session/session.js'
 import type { SessionManager } from '../session/session-manager.js'
-import type { EventStore } from '../store/store.js'
 import { historyBody } from './history-body.js'
 import { authErrors, errorResponses, historyPage, sessionParams } from './schemas.js'
 import { findSession } from './sessions.js'
@@ -41,8 +40,6 @@ export interface EventRoutesOptions {
   tenantConnections: TenantConnections
   /** A history page stops before passing this many bytes (HISTORY_PAGE_MAX_BYTES). */
   historyPageMaxBytes: number
-  /** The store the sessions' logs write to: history pages read its frames as bytes. */
-  store: Pick<EventStore, 'readRaw'>
 }
 
 const streamQuery = z.strictObject({
@@ -72,7 +69,7 @@ export async function eventRoutes (fastify: FastifyInstance, options: EventRoute
     const session = await findSession(manager, request)
     let body: Buffer
     try {
-      body = await historyBody(session.events, options.store, session.id, query.after, query.limit, options.historyPageMaxBytes)
+      body = await historyBody(session.events, query.after, query.limit, options.historyPageMaxBytes)
     } catch (err) {
       request.log.warn({ err }, 'event history read failed')
       throw new GatewayError('store_unavailable')

@@ -9,16 +9,15 @@
  * (decoding the reply, joining, measuring and encoding the joined text for
  * the socket); as bytes about 2 ms, most of it ioredis reading the reply.
  *
- * While the store is down the session's log holds the newest frames in
- * memory; pages then go through the log's own read, as text (rare, and small).
+ * The session's EventLog serves the read (EventLog.readRaw): the store's
+ * frames, or while the store is down the frames it holds in memory.
  */
-import type { HistorySource } from '../session/history-page.js'
-import type { EventStore, RawEvent } from '../store/store.js'
+import type { RawEvent } from '../store/store.js'
 
 /** The session's EventLog, as far as a page needs it. */
-export interface PageLog extends HistorySource {
-  /** Oldest seq held in memory because the store did not take it yet; undefined when none. */
-  readonly heldFrom: number | undefined
+export interface PageLog {
+  readonly committedSeq: number
+  readRaw: (after: number, limit: number, upTo?: number, maxBytes?: number) => Promise<RawEvent[]>
 }
 
 const HEAD = '{"events":['
@@ -29,28 +28,14 @@ const COMMA = 0x2c
  * `maxBytes` of frames past the first (see EventStore.read), none past what
  * was committed (handed to live clients) when the read began.
  */
-export async function historyBody (log: PageLog, store: Pick<EventStore, 'readRaw'>, sessionId: string, after: number, limit: number, maxBytes: number): Promise<Buffer> {
-  const upTo = log.committedSeq
-  let events: RawEvent[]
-  if (log.heldFrom === undefined) {
-    // As EventLog.read does with nothing held: seqs are contiguous, so no more than
-    // `upTo - after` can be committed, and the store is not asked for (nor the budget
-    // spent on) later ones; a store may already hold seqs not yet committed.
-    const want = Math.min(limit, upTo - after)
-    events = want <= 0 ? [] : await store.readRaw(sessionId, after, want, maxBytes)
-    let kept = events.length
-    while (kept > 0 && (events[kept - 1] as RawEvent).seq > upTo) kept--
-    if (kept < events.length) events = events.slice(0, kept)
-  } else {
-    events = (await log.read(after, limit, upTo, maxBytes)).map((e) => ({ seq: e.seq, frame: Buffer.from(e.frame) }))
-  }
+export async function historyBody (log: PageLog, after: number, limit: number, maxBytes: number): Promise<Buffer> {
+  const events = await log.readRaw(after, limit, log.committedSeq, maxBytes)
   const last = events[events.length - 1]?.seq ?? null
   // More exists whenever the page stopped short of what is committed by now: the
   // count limit, the byte budget, or the store's part ending where held frames begin.
   const hasMore = last !== null && last < log.committedSeq
   return assemble(events, `],"has_more":${hasMore},"next_after":${last ?? 'null'}}`)
 }
-
 /** `{"events":[` + frames joined by commas + `tail`, copied once into a Buffer of the exact size. */
 function assemble (events: RawEvent[], tail: string): Buffer {
   let size = HEAD.length + tail.length + Math.max(0, events.length - 1)

@@ -142,12 +142,13 @@ export class Audience {
     let bytes = 0
     for (const event of events) {
       let shared: Buffer | null = null
+      let observerBytes: number | null = null
       for (const att of this.#clients.values()) {
         if (att.backlog !== null) { this.#hold(att, event); continue }
         if (event.observerFrame !== undefined && att !== this.#holder) {
           att.port.send(event.observerFrame, event.seq)
           frames++
-          bytes += Buffer.byteLength(event.observerFrame)
+          bytes += observerBytes ??= Buffer.byteLength(event.observerFrame)
           continue
         }
         // One Buffer per frame, whatever the number of clients.

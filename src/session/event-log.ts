@@ -15,7 +15,7 @@
  * `onDegraded(false, …)`), however many batches it drops.
  */
 import type { Logger } from 'pino'
-import { type EventStore, type StoredEvent, withinBytes } from '../store/store.js'
+import { type EventStore, type RawEvent, type StoredEvent, withinBytes } from '../store/store.js'
 
 /** Seqs `[from, to]` (inclusive) that are missing from history. */
 export type SeqRange = [from: number, to: number]
@@ -118,13 +118,24 @@ export class EventLog {
    * the held (unsaved) frames where the store does not have them.
    */
   async read (after: number, limit: number, upTo = this.#committedSeq, maxBytes?: number): Promise<StoredEvent[]> {
+    return await this.#readWith(after, limit, upTo, maxBytes, (want) => this.#o.store.read(this.#o.sessionId, after, want, maxBytes), (e) => e)
+  }
+
+  /** `read` with each frame as its UTF-8 bytes, as the store holds them (EventStore.readRaw): history pages copy them as they are. */
+  async readRaw (after: number, limit: number, upTo = this.#committedSeq, maxBytes?: number): Promise<RawEvent[]> {
+    return await this.#readWith(after, limit, upTo, maxBytes, (want) => this.#o.store.readRaw(this.#o.sessionId, after, want, maxBytes),
+      (e) => ({ seq: e.seq, frame: Buffer.from(e.frame) }))
+  }
+
+  async #readWith<T extends { seq: number }> (after: number, limit: number, upTo: number, maxBytes: number | undefined,
+    fromStore: (want: number) => Promise<T[]>, fromHeld: (e: LogEvent) => T): Promise<T[]> {
     // Seqs are contiguous, so no more than this many can lie in (after, upTo]:
     // the store is never asked for (and the budget never spent on) later ones.
     const want = Math.min(limit, upTo - after)
     if (want <= 0) return []
     const heldFrom = this.#unsaved[0]?.seq
     if (heldFrom === undefined || after + 1 < heldFrom) {
-      const events = await this.#o.store.read(this.#o.sessionId, after, want, maxBytes)
+      const events = await fromStore(want)
       const kept = events.filter((e) => e.seq <= upTo)
       if (kept.length > 0 || heldFrom === undefined) return kept
     }
@@ -133,7 +144,7 @@ export class EventLog {
       if (held.length >= want || e.seq > upTo) break
       if (e.seq > after) held.push(e)
     }
-    return withinBytes(held, maxBytes)
+    return withinBytes(held, maxBytes).map(fromHeld)
   }
 
   /**
