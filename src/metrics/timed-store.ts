@@ -4,7 +4,7 @@
  * implementation knows about metrics; app.ts gives it to the sessions only,
  * whose event logs are what appends.
  */
-import type { EventStore, ListOptions, RawEvent, SessionPage, SessionRecord, StoredEvent } from '../store/store.js'
+import type { EventFeed, EventStore, NodeBus, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent } from '../store/store.js'
 import type { MetricsSink } from './sink.js'
 
 export class TimedStore implements EventStore {
@@ -17,11 +17,15 @@ export class TimedStore implements EventStore {
   }
 
   get kind (): string { return this.#inner.kind }
+  get leases (): SessionLeases { return this.#inner.leases }
+  get feed (): EventFeed { return this.#inner.feed }
+  get bus (): NodeBus { return this.#inner.bus }
+  claimOnce (key: string, ttlMs: number): Promise<boolean> { return this.#inner.claimOnce(key, ttlMs) }
 
-  async append (sessionId: string, events: StoredEvent[]): Promise<void> {
+  async append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> {
     const started = performance.now()
     try {
-      await this.#inner.append(sessionId, events)
+      await this.#inner.append(sessionId, events, lease)
     } catch (err) {
       this.#sink.appendTimed((performance.now() - started) / 1000, false)
       throw err
@@ -33,7 +37,7 @@ export class TimedStore implements EventStore {
   readRaw (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<RawEvent[]> { return this.#inner.readRaw(sessionId, after, limit, maxBytes) }
   firstSeq (sessionId: string): Promise<number | null> { return this.#inner.firstSeq(sessionId) }
   lastSeq (sessionId: string): Promise<number | null> { return this.#inner.lastSeq(sessionId) }
-  putSession (record: SessionRecord): Promise<void> { return this.#inner.putSession(record) }
+  putSession (record: SessionRecord, lease?: Lease): Promise<void> { return this.#inner.putSession(record, lease) }
   getSession (id: string): Promise<SessionRecord | null> { return this.#inner.getSession(id) }
   listSessions (tenant: string, options: ListOptions): Promise<SessionPage> { return this.#inner.listSessions(tenant, options) }
   listLive (): Promise<SessionRecord[]> { return this.#inner.listLive() }

@@ -3,8 +3,11 @@
  * Lives and dies with the process; bounded by the same retention settings as
  * the Redis store so a long-running gateway does not grow without limit.
  */
+import { MemoryBus } from './memory-bus.js'
+import { MemoryFeed } from './memory-feed.js'
+import { MemoryLeases } from './memory-leases.js'
 import {
-  type EventStore, type ListOptions, type RetentionOptions, type SessionPage,
+  type EventStore, type Lease, type ListOptions, FencedError, type RetentionOptions, type SessionPage,
   type RawEvent, type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal, withinBytes
 } from './store.js'
 
@@ -20,10 +23,22 @@ export class MemoryStore implements EventStore {
   readonly #entries = new Map<string, Entry>()
   readonly #retention: RetentionOptions
   readonly #now: () => number
+  /** claimOnce keys and when each claim ends. */
+  readonly #claims = new Map<string, number>()
+  readonly leases: MemoryLeases
+  readonly feed: MemoryFeed
+  /** One process is one node: the bus only ever carries messages to itself. */
+  readonly bus = new MemoryBus()
 
   constructor (options: { retention: RetentionOptions; now?: () => number }) {
     this.#retention = options.retention
     this.#now = options.now ?? Date.now
+    this.leases = new MemoryLeases({ now: this.#now })
+    this.feed = new MemoryFeed({ read: async (id, after, limit) => await this.read(id, after, limit) })
+  }
+
+  #fence (sessionId: string, lease: Lease | undefined): void {
+    if (lease !== undefined && !this.leases.isCurrent(lease)) throw new FencedError(sessionId)
   }
 
   #entry (id: string, create: boolean): Entry | undefined {
@@ -39,7 +54,8 @@ export class MemoryStore implements EventStore {
     return entry
   }
 
-  async append (sessionId: string, events: StoredEvent[]): Promise<void> {
+  async append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> {
+    this.#fence(sessionId, lease)
     const entry = this.#entry(sessionId, true) as Entry
     const log = entry.events
     for (const event of events) {
@@ -50,6 +66,7 @@ export class MemoryStore implements EventStore {
     // Trim in slices of a tenth so a steady stream does not shift the array on every append.
     const max = this.#retention.maxEventsPerSession
     if (log.length > max + Math.max(1, Math.floor(max / 10))) log.splice(0, log.length - max)
+    this.feed.publish(sessionId, events)
   }
 
   async read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> {
@@ -75,7 +92,8 @@ export class MemoryStore implements EventStore {
     return log === undefined || log.length === 0 ? null : (log[log.length - 1] as StoredEvent).seq
   }
 
-  async putSession (record: SessionRecord): Promise<void> {
+  async putSession (record: SessionRecord, lease?: Lease): Promise<void> {
+    this.#fence(record.id, lease)
     const entry = this.#entry(record.id, true) as Entry
     entry.record = structuredClone(record)
     const ttl = this.#retention.ttlSecondsAfterEnd
@@ -111,12 +129,23 @@ export class MemoryStore implements EventStore {
     return live
   }
 
+  async claimOnce (key: string, ttlMs: number): Promise<boolean> {
+    const now = this.#now()
+    for (const [k, until] of this.#claims) if (until <= now) this.#claims.delete(k)
+    if (this.#claims.has(key)) return false
+    this.#claims.set(key, now + ttlMs)
+    return true
+  }
+
   async ping (): Promise<void> {}
 
   /** Never called: the store lives in this process and has no connection to lose. */
   onReconnect (_listener: () => void): void {}
 
-  async close (): Promise<void> {}
+  async close (): Promise<void> {
+    await this.feed.close()
+    await this.bus.close()
+  }
 }
 
 /** Sort order for listings: newest created first, id breaking ties. */

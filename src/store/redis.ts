@@ -15,6 +15,14 @@
  *                           harmlessly: appends are idempotent per seq.
  *                           Trimmed with `MAXLEN ~ maxEventsPerSession`.
  *   P{<id>}:meta            String: the SessionRecord as JSON.
+ *   P{<id>}:lease           Hash (node, epoch) with a PX TTL: which node runs
+ *                           the session's CLI (redis-leases.ts).
+ *   P{<id>}:epoch           Counter: the last fencing epoch handed out. Appends
+ *                           and record saves with a lease are refused unless
+ *                           the lease hash holds their epoch.
+ *   P{<id>}:followed        String with a PX TTL, set by nodes that follow the
+ *                           session live; while it exists, appends PUBLISH
+ *                           their frames on the channel P{<id>}:feed.
  *   P tenant:<tenant>:sessions
  *                           Sorted set, member = session id, score =
  *                           created_at in ms. Listing walks it newest first
@@ -32,7 +40,7 @@
  * or SCAN, so no command has to visit every master.
  *
  * Retention: when a session reaches a final status and ttlSecondsAfterEnd > 0,
- * both session keys get that TTL (events appended later inherit the meta's
+ * the record, stream and epoch counter get that TTL (events appended later inherit the meta's
  * remaining TTL); putting a non-final status again makes them persistent.
  *
  * Failure behaviour: a client created here fails a command instead of
@@ -47,9 +55,17 @@
 import { isIP } from 'node:net'
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis'
 import {
-  type EventStore, type ListOptions, type RetentionOptions, type SessionPage,
-  type RawEvent, type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal
+  type EventFeed, type EventStore, type Lease, type NodeBus, type ListOptions, type RetentionOptions, type SessionPage,
+  type RawEvent, type SessionRecord, type StoredEvent, FencedError, decodeCursor, encodeCursor, isFinal
 } from './store.js'
+import { RedisBus } from './redis-bus.js'
+import { RedisFeed } from './redis-feed.js'
+import { RedisLeases } from './redis-leases.js'
+import {
+  APPEND_COMMAND, APPEND_SCRIPT, type Append, LEASE_ACQUIRE_COMMAND, LEASE_ACQUIRE_SCRIPT, LEASE_RELEASE_COMMAND,
+  LEASE_RELEASE_SCRIPT, LEASE_RENEW_COMMAND, LEASE_RENEW_SCRIPT, PUT_RECORD_COMMAND, PUT_RECORD_SCRIPT, type PutRecord,
+  READ_COMMAND, READ_COMMAND_RAW, READ_SCRIPT, type ReadWithinBytes, type ReadWithinBytesRaw
+} from './redis-scripts.js'
 import { withTimeout } from '../util/with-timeout.js'
 
 export type RedisClient = Redis | Cluster
@@ -76,89 +92,9 @@ export interface RedisStoreConfig {
   onError?: ((error: Error) => void) | undefined
 }
 
-/**
- * Appends `<id> <frame>` pairs (ARGV[3..]) to the stream KEYS[1] in order,
- * `XADD key MAXLEN ~ ARGV[1] <id> f <frame>` each. An id that is not above
- * the stream's last id (the error Redis gives for a seq already held) is
- * skipped; any other error stops the script and is returned. With ARGV[2]
- * = "1", a stream without a TTL then gets the remaining TTL of the session's
- * record KEYS[2]: a stream created after the session ended (a late retried
- * batch) must expire with its record.
- */
-const APPEND_SCRIPT = `local max = ARGV[1]
-for i = 3, #ARGV, 2 do
-  local r = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', max, ARGV[i], 'f', ARGV[i + 1])
-  if type(r) == 'table' and r.err ~= nil and not string.find(r.err, 'equal or smaller than the target stream top item', 1, true) then
-    return r
-  end
-end
-if ARGV[2] == '1' and redis.call('PTTL', KEYS[1]) == -1 then
-  local left = redis.call('PTTL', KEYS[2])
-  if left > 0 then redis.call('PEXPIRE', KEYS[1], left) end
-end
-return 0`
-/** APPEND_SCRIPT as an ioredis command, like READ_COMMAND: EVALSHA, and EVAL on NOSCRIPT, by ioredis. */
-const APPEND_COMMAND = 'cgwAppend'
-type Append = (key: string, meta: string, ...args: Array<string | number>) => Promise<unknown>
 /** A script call carries at most this many events, and stops growing past this many frame characters. */
 const APPEND_CHUNK_EVENTS = 500
 const APPEND_CHUNK_CHARS = 1024 * 1024
-
-/**
- * A read with a byte budget, in one round trip: up to ARGV[2] entries of the
- * stream KEYS[1] from the id ARGV[1] on (as XRANGE), stopping before the
- * entry whose frame field `f` would take the sum of frame lengths (bytes)
- * past ARGV[3], but at least one entry. Entries are read inside Redis in
- * batches that start small and grow while they fit the rest of the budget at
- * the largest frame seen (at most 64), so huge frames are never all copied
- * into the script's memory at once. The reply is flat, `[<ids joined by ,>,
- * <frame>, <frame>, …]`: returned in XRANGE's nested shape, a page of 1000
- * small frames took about twice as long (Lua-to-reply conversion and client
- * parsing). Exclusive `(id` range starts need Redis 6.2. The budget has a
- * price: handing the entries to Lua costs Redis about 3 ms per 1000 frames
- * of 512 B, where a plain XRANGE costs 0.6 ms (but ioredis then takes about
- * 4 ms to decode its nested reply, against about 1 ms for this flat one).
- */
-const READ_SCRIPT = `local limit = tonumber(ARGV[2])
-local budget = tonumber(ARGV[3])
-local ids = {}
-local out = {''}
-local total = 0
-local largest = 1
-local batch = 4
-local start = ARGV[1]
-while #ids < limit do
-  local want = math.min(limit - #ids, batch)
-  local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', want)
-  for _, entry in ipairs(entries) do
-    local fields = entry[2]
-    local frame = nil
-    for i = 1, #fields, 2 do
-      if fields[i] == 'f' then frame = fields[i + 1] break end
-    end
-    if frame == nil then return redis.error_reply('stream entry ' .. entry[1] .. ' has no frame field') end
-    local size = string.len(frame)
-    if #ids > 0 and total + size > budget then
-      out[1] = table.concat(ids, ',')
-      return out
-    end
-    ids[#ids + 1] = entry[1]
-    out[#out + 1] = frame
-    total = total + size
-    if size > largest then largest = size end
-  end
-  if #entries < want then break end
-  start = '(' .. entries[#entries][1]
-  batch = math.max(1, math.min(batch * 4, 64, math.floor((budget - total) / largest)))
-end
-out[1] = table.concat(ids, ',')
-return out`
-/** READ_SCRIPT as an ioredis command (defineCommand): EVAL once per connection, EVALSHA after, NOSCRIPT retried by ioredis; no SCRIPT command (the ACL allows none). */
-const READ_COMMAND = 'cgwReadWithinBytes'
-type ReadWithinBytes = (key: string, start: string, limit: number, maxBytes: number) => Promise<string[]>
-/** The same command's Buffer variant (ioredis defines `<name>Buffer`): the reply's strings as received, not decoded. */
-const READ_COMMAND_RAW = `${READ_COMMAND}Buffer`
-type ReadWithinBytesRaw = (key: string, start: string, limit: number, maxBytes: number) => Promise<Buffer[]>
 
 const DEFAULT_COMMAND_TIMEOUT_MS = 2000
 /** Members scanned per round trip when listing; more than a page so skipped members rarely need a second trip. */
@@ -175,6 +111,9 @@ export class RedisStore implements EventStore {
   readonly #reconnectListeners: Array<() => void> = []
   /** Set at the first `ready`: later ones follow a lost connection. */
   #everReady = false
+  readonly leases: RedisLeases
+  #feed: RedisFeed | null = null
+  #bus: RedisBus | null = null
 
   constructor (config: RedisStoreConfig) {
     const prefix = config.prefix ?? 'cgw:'
@@ -212,7 +151,12 @@ export class RedisStore implements EventStore {
     }
     // On an injected client too: the same name always carries the same script.
     this.#client.defineCommand(READ_COMMAND, { numberOfKeys: 1, lua: READ_SCRIPT })
-    this.#client.defineCommand(APPEND_COMMAND, { numberOfKeys: 2, lua: APPEND_SCRIPT })
+    this.#client.defineCommand(APPEND_COMMAND, { numberOfKeys: 4, lua: APPEND_SCRIPT })
+    this.#client.defineCommand(PUT_RECORD_COMMAND, { numberOfKeys: 4, lua: PUT_RECORD_SCRIPT })
+    this.#client.defineCommand(LEASE_ACQUIRE_COMMAND, { numberOfKeys: 2, lua: LEASE_ACQUIRE_SCRIPT })
+    this.#client.defineCommand(LEASE_RENEW_COMMAND, { numberOfKeys: 2, lua: LEASE_RENEW_SCRIPT })
+    this.#client.defineCommand(LEASE_RELEASE_COMMAND, { numberOfKeys: 1, lua: LEASE_RELEASE_SCRIPT })
+    this.leases = new RedisLeases({ client: this.#client, keys: { lease: (id) => this.#lease(id), epoch: (id) => this.#epoch(id) } })
     // ioredis emits `ready` after every (re)connection; a Cluster once all its nodes answer.
     if (this.#client.status === 'ready') this.#everReady = true
     this.#client.on('ready', () => {
@@ -240,52 +184,85 @@ export class RedisStore implements EventStore {
     return this.#lastError
   }
 
+  /**
+   * Live events for followers on this node: one subscriber connection (made
+   * on first use, a duplicate of the store's client) for every session followed.
+   */
+  get feed (): EventFeed {
+    this.#feed ??= new RedisFeed({
+      // Same kind and options as the store's client (a Cluster duplicates as a Cluster).
+      subscriber: this.#client instanceof Cluster ? this.#client.duplicate() : this.#client.duplicate(),
+      client: this.#client,
+      prefix: this.#prefix,
+      read: async (id, after, limit) => await this.read(id, after, limit)
+    })
+    return this.#feed
+  }
+
+  /** Messages between nodes: this node's inbox is read by one blocking reader (made on first use, a duplicate of the store's client). */
+  get bus (): NodeBus {
+    this.#bus ??= new RedisBus({
+      reader: this.#client instanceof Cluster ? this.#client.duplicate() : this.#client.duplicate(),
+      client: this.#client,
+      prefix: this.#prefix
+    })
+    return this.#bus
+  }
+
   #events (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:events` }
   #meta (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:meta` }
+  #lease (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:lease` }
+  #epoch (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:epoch` }
+  #followed (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:followed` }
+  #channel (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:feed` }
   #tenantIndex (tenant: string): string { return `${this.#prefix}tenant:${tenant}:sessions` }
   #live (): string { return `${this.#prefix}live` }
 
-  async append (sessionId: string, events: StoredEvent[]): Promise<void> {
+  async append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> {
     // Seqs start at 1; Redis refuses the id 0-0, and the memory store ignores seq <= 0 too.
     const fresh = events.filter((e) => e.seq >= 1)
     if (fresh.length === 0) return
     for (const e of fresh) {
       if (!Number.isSafeInteger(e.seq)) throw new TypeError(`seq must be an integer, got ${e.seq}`)
     }
-    const key = this.#events(sessionId)
-    const meta = this.#meta(sessionId)
+    const keys = [this.#events(sessionId), this.#meta(sessionId), this.#lease(sessionId), this.#followed(sessionId)] as const
     const max = this.#retention.maxEventsPerSession
     const ttl = this.#retention.ttlSecondsAfterEnd
+    const head = (): Array<string | number> => [max, '0', lease === undefined ? '' : String(lease.epoch), this.#channel(sessionId)]
     // One script call per chunk (usually one per batch) instead of one XADD
     // per event plus the TTL checks: the same commands run inside Redis,
     // without a command, a reply and a client-side object per event.
     const chunks: Array<Array<string | number>> = []
-    let args: Array<string | number> = [max, '0']
+    let args = head()
     let chunkChars = 0
     for (const e of fresh) {
       args.push(`${e.seq}-0`, e.frame)
       chunkChars += e.frame.length
-      if (args.length >= 2 + 2 * APPEND_CHUNK_EVENTS || chunkChars >= APPEND_CHUNK_CHARS) {
+      if (args.length >= 4 + 2 * APPEND_CHUNK_EVENTS || chunkChars >= APPEND_CHUNK_CHARS) {
         chunks.push(args)
-        args = [max, '0']
+        args = head()
         chunkChars = 0
       }
     }
-    if (args.length > 2) chunks.push(args)
+    if (args.length > 4) chunks.push(args)
     // The TTL check runs once, after the last event.
     if (ttl > 0) (chunks[chunks.length - 1] as Array<string | number>)[1] = '1'
-    if (chunks.length === 1) {
-      // By hash, so the script text is not sent (and hashed by Redis) every time.
-      await (this.#client as unknown as Record<typeof APPEND_COMMAND, Append>)[APPEND_COMMAND](key, meta, ...(chunks[0] as Array<string | number>))
-      return
+    try {
+      if (chunks.length === 1) {
+        // By hash, so the script text is not sent (and hashed by Redis) every time.
+        await (this.#client as unknown as Record<typeof APPEND_COMMAND, Append>)[APPEND_COMMAND](...keys, ...(chunks[0] as Array<string | number>))
+        return
+      }
+      // Plain EVAL in a pipeline: ioredis would prepare a pipeline of defined commands with
+      // SCRIPT EXISTS / SCRIPT LOAD, which the store's ACL user may not run (docker/redis).
+      const pipeline = this.#client.pipeline()
+      for (const chunk of chunks) pipeline.eval(APPEND_SCRIPT, keys.length, ...keys, ...chunk)
+      const results = await pipeline.exec()
+      if (results === null) throw new Error('redis pipeline was aborted')
+      for (const [error] of results) if (error != null) throw error
+    } catch (err) {
+      throw fenced(sessionId, err)
     }
-    // Plain EVAL in a pipeline: ioredis would prepare a pipeline of defined commands with
-    // SCRIPT EXISTS / SCRIPT LOAD, which the store's ACL user may not run (docker/redis).
-    const pipeline = this.#client.pipeline()
-    for (const chunk of chunks) pipeline.eval(APPEND_SCRIPT, 2, key, meta, ...chunk)
-    const results = await pipeline.exec()
-    if (results === null) throw new Error('redis pipeline was aborted')
-    for (const [error] of results) if (error != null) throw error
   }
 
   async read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> {
@@ -327,18 +304,19 @@ export class RedisStore implements EventStore {
     return last === undefined ? null : seqOf(last[0])
   }
 
-  async putSession (record: SessionRecord): Promise<void> {
-    const meta = this.#meta(record.id)
-    const events = this.#events(record.id)
+  async putSession (record: SessionRecord, lease?: Lease): Promise<void> {
     const json = JSON.stringify(record)
     const ttl = this.#retention.ttlSecondsAfterEnd
     const final = isFinal(record.status)
-    // Record and events first, in one transaction on the session's slot; the
+    // Record, events and epoch counter first, in one script on the session's slot; the
     // index entries after, so a listed member without meta always means expired.
-    const tx = this.#client.multi()
-    if (final && ttl > 0) tx.set(meta, json, 'EX', ttl).expire(events, ttl)
-    else tx.set(meta, json).persist(events) // SET without EX drops any earlier TTL
-    throwFirst(await tx.exec())
+    const client = this.#client as unknown as Record<typeof PUT_RECORD_COMMAND, PutRecord>
+    try {
+      await client[PUT_RECORD_COMMAND](this.#meta(record.id), this.#events(record.id), this.#lease(record.id), this.#epoch(record.id),
+        json, final && ttl > 0 ? ttl : 0, lease === undefined ? '' : String(lease.epoch))
+    } catch (err) {
+      throw fenced(record.id, err)
+    }
     await Promise.all([
       this.#client.zadd(this.#tenantIndex(record.tenant), scoreOf(record), record.id),
       final ? this.#client.srem(this.#live(), record.id) : this.#client.sadd(this.#live(), record.id)
@@ -411,6 +389,10 @@ export class RedisStore implements EventStore {
     return live
   }
 
+  async claimOnce (key: string, ttlMs: number): Promise<boolean> {
+    return await this.#client.set(`${this.#prefix}${key}`, '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX') === 'OK'
+  }
+
   async ping (): Promise<void> {
     await withTimeout(this.#client.ping(), this.#timeoutMs, 'redis ping timed out')
   }
@@ -421,6 +403,8 @@ export class RedisStore implements EventStore {
   }
 
   async close (): Promise<void> {
+    await this.#feed?.close()
+    await this.#bus?.close()
     if (!this.#ownsClient) return
     try {
       await withTimeout(this.#client.quit(), this.#timeoutMs, 'redis quit timed out')
@@ -541,7 +525,7 @@ function scoreOf (record: SessionRecord): number {
   return Number.isFinite(ms) ? ms : 0
 }
 
-function throwFirst (results: [error: Error | null, result: unknown][] | null): void {
-  if (results === null) throw new Error('redis transaction was aborted')
-  for (const [error] of results) if (error != null) throw error
+/** A script's FENCED refusal as the store's FencedError; any other error as it is. */
+function fenced (sessionId: string, err: unknown): unknown {
+  return err instanceof Error && err.message.startsWith('FENCED') ? new FencedError(sessionId) : err
 }

@@ -13,7 +13,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { Logger } from 'pino'
 import { sessionRecordSchema } from './record-schema.js'
-import type { EventStore, ListOptions, RawEvent, SessionPage, SessionRecord, StoredEvent } from './store.js'
+import type { EventFeed, EventStore, NodeBus, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent } from './store.js'
 import { firstIssue } from '../protocol/first-issue.js'
 
 export interface SignedStoreOptions {
@@ -42,7 +42,12 @@ export class SignedStore implements EventStore {
   /** The wrapped store (health reporting reads its connection state). */
   get inner (): EventStore { return this.#inner }
 
-  append (sessionId: string, events: StoredEvent[]): Promise<void> { return this.#inner.append(sessionId, events) }
+  get leases (): SessionLeases { return this.#inner.leases }
+  get feed (): EventFeed { return this.#inner.feed }
+  get bus (): NodeBus { return this.#inner.bus }
+  claimOnce (key: string, ttlMs: number): Promise<boolean> { return this.#inner.claimOnce(key, ttlMs) }
+
+  append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> { return this.#inner.append(sessionId, events, lease) }
   read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> { return this.#inner.read(sessionId, after, limit, maxBytes) }
   readRaw (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<RawEvent[]> { return this.#inner.readRaw(sessionId, after, limit, maxBytes) }
   firstSeq (sessionId: string): Promise<number | null> { return this.#inner.firstSeq(sessionId) }
@@ -51,9 +56,9 @@ export class SignedStore implements EventStore {
   onReconnect (listener: () => void): void { this.#inner.onReconnect?.(listener) }
   close (): Promise<void> { return this.#inner.close() }
 
-  async putSession (record: SessionRecord): Promise<void> {
+  async putSession (record: SessionRecord, lease?: Lease): Promise<void> {
     const { mac: _ignored, ...plain } = record
-    await this.#inner.putSession({ ...plain, mac: recordMac(this.#o.secret, plain) })
+    await this.#inner.putSession({ ...plain, mac: recordMac(this.#o.secret, plain) }, lease)
   }
 
   async getSession (id: string): Promise<SessionRecord | null> {

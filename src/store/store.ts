@@ -74,15 +74,104 @@ export interface SessionPage {
   next_cursor: string | null
 }
 
+/**
+ * A node's hold on a session: the right to run its CLI and to write its log
+ * and record. `epoch` grows with every acquisition of the session's lease by
+ * any node (a fencing token): writes carry it and the store refuses them
+ * once another acquisition happened or the lease lapsed and was taken.
+ */
+export interface Lease {
+  sessionId: string
+  node: string
+  epoch: number
+}
+
+/** Who holds a session's lease now, and for how much longer (ms). */
+export interface LeaseHolder {
+  node: string
+  epoch: number
+  ttlMs: number
+}
+
+/**
+ * Thrown by a fenced write (`append`, `putSession` with a lease) when the
+ * lease is no longer the session's current one: another node acquired it
+ * since, or it lapsed and was not renewed. The write did not happen.
+ */
+export class FencedError extends Error {
+  readonly code = 'fenced'
+  constructor (sessionId: string) {
+    super(`write to session ${sessionId} refused: its lease is held under a newer epoch or has lapsed`)
+    this.name = 'FencedError'
+  }
+}
+
+/** Session leases with fencing epochs, kept in the store every node shares. */
+export interface SessionLeases {
+  /**
+   * Takes the session's lease for `ttlMs` under a new epoch, or null when
+   * another node holds it. A lease held by `node` itself, or by
+   * `options.takeFrom` (a node known to be dead), is taken over.
+   */
+  acquire(sessionId: string, node: string, ttlMs: number, options?: { takeFrom?: string }): Promise<Lease | null>
+  /**
+   * Extends the lease by `ttlMs` from now. A lease that lapsed is taken back
+   * under the same epoch when no node acquired the session since (a pause
+   * that nobody used); false when another acquisition happened: the holder
+   * is fenced and must stop.
+   */
+  renew(lease: Lease, ttlMs: number): Promise<boolean>
+  /** Gives the lease up (only if it is still this one), so any node may take the session at once. */
+  release(lease: Lease): Promise<void>
+  /** The current holder, or null when nobody holds the session. */
+  holder(sessionId: string): Promise<LeaseHolder | null>
+}
+
+/** Live events of sessions, whichever node appends them. */
+export interface EventFeed {
+  /**
+   * Calls `onEvents` with the session's events with seq > `after`, ascending,
+   * each seq at most once, as they are appended (by any node), until the
+   * returned function is called. Catches up from the stored log first and
+   * whenever it may have missed something (a batch that does not follow the
+   * last seq delivered, a reconnect). A seq range trimmed from the log is
+   * skipped (delivery jumps). `onError` gets failures it could not recover by
+   * itself (logged by the caller).
+   */
+  follow(sessionId: string, after: number, onEvents: (events: StoredEvent[]) => void, onError?: (err: Error) => void): () => void
+  close(): Promise<void>
+}
+
+/** Reliable messages between gateway nodes: one inbox per node, read by that node alone. */
+export interface NodeBus {
+  /**
+   * Starts reading `node`'s inbox: `onMessage` gets every message sent to it from now on, in the order
+   * they were sent (per sender), each once, until `close`. Resolves once reading has begun (a message
+   * sent after that is delivered). Survives lost connections: reading resumes where it stopped.
+   */
+  start(node: string, onMessage: (message: string) => void): Promise<void>
+  /** Appends a message to `node`'s inbox; resolves once the store holds it. Rejects when the store does not answer. */
+  send(node: string, message: string): Promise<void>
+  close(): Promise<void>
+}
+
 export interface EventStore {
   /** Human name for logs and /readyz: `memory` or `redis`. */
   readonly kind: string
+  /** Session leases (one owner per session across nodes). */
+  readonly leases: SessionLeases
+  /** Live events appended by any node, for sessions owned elsewhere. */
+  readonly feed: EventFeed
+  /** Messages between gateway nodes (client frames routed to a session's owner, and replies). */
+  readonly bus: NodeBus
   /**
    * Appends events in order. `events` are contiguous and ascending, and follow
    * the last appended seq of the session. Idempotent per seq: appending a seq
    * that is already held is a no-op, so a retried batch never duplicates.
+   * With `lease`, refused with FencedError (nothing written) unless it is the
+   * session's current lease.
    */
-  append(sessionId: string, events: StoredEvent[]): Promise<void>
+  append(sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void>
   /**
    * Up to `limit` events with seq > `after`, ascending. With `maxBytes`, the
    * read also stops before the event that would take the sum of frame sizes
@@ -100,8 +189,13 @@ export interface EventStore {
   firstSeq(sessionId: string): Promise<number | null>
   /** Newest seq held, or null when the log is empty: where a loaded session continues, in one round trip. */
   lastSeq(sessionId: string): Promise<number | null>
-  /** Creates or replaces a session record. */
-  putSession(record: SessionRecord): Promise<void>
+  /**
+   * True the first time `key` is claimed within `ttlMs` (on any node sharing
+   * the store), false after: what makes a WebSocket ticket single-use.
+   */
+  claimOnce(key: string, ttlMs: number): Promise<boolean>
+  /** Creates or replaces a session record; with `lease`, fenced as `append` is. */
+  putSession(record: SessionRecord, lease?: Lease): Promise<void>
   getSession(id: string): Promise<SessionRecord | null>
   /** A tenant's sessions, newest first. */
   listSessions(tenant: string, options: ListOptions): Promise<SessionPage>

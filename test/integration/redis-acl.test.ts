@@ -81,6 +81,29 @@ describe('Redis ACL of docker/compose.yaml', () => {
     await store.putSession({ ...older, status: 'running' }) // PERSIST path
     await waitFor(async () => await store.getSession(id) === null && (await store.read(id, 0, 10)).length === 0, 10_000, 'the stopped session to expire')
     assert.deepEqual(await store.getSession(older.id), { ...older, status: 'running' })
+
+    // Leases and fenced writes (INCR, HSET, HGET, HDEL, PEXPIRE in scripts; HGETALL, PTTL in MULTI).
+    const leased = randomUUID()
+    const lease = await store.leases.acquire(leased, 'node-a', 10_000)
+    assert.ok(lease !== null)
+    assert.equal((await store.leases.holder(leased))?.node, 'node-a')
+    await store.append(leased, events(1, 2), lease)
+    await store.putSession(session({ id: leased, status: 'running' }), lease)
+    assert.equal(await store.leases.renew(lease, 10_000), true)
+    const taken = await store.leases.acquire(leased, 'node-b', 10_000, { takeFrom: 'node-a' })
+    assert.ok(taken !== null)
+    await assert.rejects(store.append(leased, events(3, 3), lease), (err: Error) => err.name === 'FencedError')
+    await store.leases.release(taken)
+    assert.equal(await store.leases.holder(leased), null)
+
+    // Following a session live (SUBSCRIBE on cgw: channels, SET PX of the flag; PUBLISH and EXISTS in the append script).
+    const seen: number[] = []
+    const unfollow = store.feed.follow(leased, 0, (batch) => { for (const e of batch) seen.push(e.seq) })
+    await waitFor(async () => seen.length === 2, 10_000, 'the stored events through the feed')
+    await store.append(leased, events(3, 4))
+    await waitFor(async () => seen.length === 4, 10_000, 'the appended events through the feed')
+    assert.deepEqual(seen, [1, 2, 3, 4])
+    unfollow()
   })
 
   it('refuses connections without AUTH, and the default user', async () => {
@@ -107,7 +130,8 @@ describe('Redis ACL of docker/compose.yaml', () => {
     await refused(['SCAN', '0'])
     await refused(['DEL', 'cgw:live'])
     await refused(['ACL', 'LIST'])
-    await refused(['SUBSCRIBE', 'cgw:chan'])
+    await refused(['SUBSCRIBE', 'other:chan'])
+    await refused(['PUBLISH', 'other:chan', 'x'])
     await refused(['MODULE', 'LIST'])
     await refused(['SHUTDOWN', 'NOSAVE'])
     // A script may only do what the user may: no key outside the prefix, declared or not.
