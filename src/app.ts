@@ -23,6 +23,9 @@ import { GatewayError, closeCodes } from './errors.js'
 import { Metrics } from './metrics/metrics.js'
 import { listenMetrics } from './metrics/metrics-server.js'
 import { TimedStore } from './metrics/timed-store.js'
+import { isDeadLocalNode } from './cluster/dead-node.js'
+import { LeaseKeeper } from './cluster/lease-keeper.js'
+import { ClusterRouter } from './cluster/router.js'
 import { isLoopback } from './net/loopback.js'
 import { redactedRequest } from './net/redact.js'
 import { TenantConnections } from './net/tenant-connections.js'
@@ -82,8 +85,9 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     ? new MemoryStore({ retention: retention(config) })
     : new RedisStore({ url: config.redisUrl, cluster: config.redisCluster, prefix: config.redisPrefix, retention: retention(config) }))
   // Whatever store was chosen or injected: records are signed on write and checked on every read.
+  const storeSecret = config.storeSecret ?? loadStoreSecret(config.dataDir)
   const store: EventStore = new SignedStore(chosenStore, {
-    secret: config.storeSecret ?? loadStoreSecret(config.dataDir),
+    secret: storeSecret,
     allowBypassPermissions: config.allowBypassPermissions,
     logger
   })
@@ -101,7 +105,8 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     if (config.jwt !== null) all.push(new JwtAuthenticator(config.jwt))
     authenticator = all.length === 1 ? all[0] as Authenticator : new AnyOf(all)
   }
-  const tickets = new TicketBook({ ttlMs: config.wsTicketTtlMs })
+  // Signed with the secret every node shares and spent in the store: redeemable on any node, once.
+  const tickets = new TicketBook({ ttlMs: config.wsTicketTtlMs, secret: storeSecret, claimOnce: async (key, ttlMs) => await store.claimOnce(key, ttlMs) })
   const pidDir = join(config.dataDir, 'pids')
 
   const launch: CliLauncher = parts.launch ?? ((spec, callbacks) => new CliProcess(spec, callbacks, {
@@ -114,8 +119,26 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   const sandbox = gatewaySandbox(config, { inner: launch, logger, cliEnv: parts.env ?? process.env, probe: parts.probeSandbox ?? runOnce })
 
   const metrics = new Metrics()
-  const manager = new SessionManager({
+  // Client frames for sessions whose CLI runs on another node go there through the store's node bus.
+  const router = new ClusterRouter({
+    bus: store.bus,
+    node: config.nodeId,
+    logger,
+    find: (id) => manager.loadedSession(id),
+    heartbeatMs: Math.max(100, Math.floor(config.sessionLeaseMs / 3))
+  })
+  const manager: SessionManager = new SessionManager({
+    route: {
+      node: config.nodeId,
+      owner: async (id) => (await store.leases.holder(id))?.node ?? null,
+      attach: (owner, id, port, role) => { router.attach(owner, id, port, role) },
+      frame: (port, frame) => router.frame(port, frame),
+      detach: (port) => { router.detach(port) },
+      dropRemote: (id) => { router.dropRemote(id) }
+    },
     store: new TimedStore(store, metrics),
+    keeper: new LeaseKeeper({ leases: store.leases, node: config.nodeId, ttlMs: config.sessionLeaseMs, logger }),
+    isDeadNode: isDeadLocalNode,
     metrics,
     launch: sandbox.launch,
     sandboxed: sandbox.active,
@@ -246,20 +269,24 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
       // Beyond loopback loadConfig requires METRICS_TOKEN for this listener.
       metricsServer = await listenMetrics({ host: config.host, port: metricsPort, token: metricsToken, scrape, metrics })
     }
+    await router.start()
     const reaped = await reapOrphans(pidDir, config.cliStopTimeoutMs)
     if (reaped.length > 0) logger.warn({ pids: reaped }, 'ended CLIs left running by a previous gateway process')
     try {
       const recovered = await manager.recover()
-      if (recovered > 0) logger.warn({ recovered }, 'sessions left running by a previous gateway process marked stopped')
+      if (recovered > 0) logger.warn({ recovered }, 'sessions left running by a gateway node that is gone marked stopped')
     } catch (err) {
       logger.error({ err }, 'could not recover sessions from the store')
     }
+    // Nodes die at any time, not only before a start: each node looks for lapsed leases.
+    manager.startSweeping(config.sessionLeaseMs)
   })
 
   app.addHook('onClose', async () => {
     metricsServer?.closeAllConnections()
     metricsServer?.close()
     await manager.shutdown(config.shutdownGraceMs)
+    await router.close()
     sandbox.close()
     if (ownsStore) await store.close()
   })

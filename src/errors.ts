@@ -36,6 +36,7 @@ export const errorTable = {
   duplicate_request_id: { statusCode: 409, message: 'A request with that request_id is already in flight' },
   request_timeout: { statusCode: 504, message: 'The CLI did not answer the control request in time' },
   session_not_running: { statusCode: 409, message: 'The session has no running CLI' },
+  session_elsewhere: { statusCode: 409, message: 'The session\'s CLI runs on another gateway node; send this there, or again once it has stopped' },
   cli_start_failed: { statusCode: 502, message: 'The CLI could not be started' },
   cli_output_rejected: { statusCode: 502, message: 'The CLI printed a line the gateway could not relay' },
   store_overflow: { statusCode: 507, message: 'Events held in memory passed STORE_QUEUE_MAX; the oldest unsaved ones were dropped from history' }
@@ -62,7 +63,11 @@ export class GatewayError extends Error {
 
 /** WebSocket close codes the gateway uses. 1xxx are RFC 6455; 4xxx are ours. */
 export const closeCodes = {
-  /** The gateway is shutting down or restarting: reconnect later. */
+  /**
+   * The gateway is shutting down or restarting, or the session moved to
+   * another gateway node: reconnect (any node) with `?after=<last seq>` and
+   * the stream resumes with no gap or duplicate.
+   */
   serviceRestart: 1012,
   /** A message over WS_MAX_PAYLOAD_BYTES (set by ws itself). */
   tooBig: 1009,
@@ -84,5 +89,6 @@ export const closeCodes = {
 export const endCloseCodes = {
   slow_consumer: closeCodes.slowConsumer,
   store_unavailable: closeCodes.tryAgainLater,
-  shutting_down: closeCodes.serviceRestart
+  shutting_down: closeCodes.serviceRestart,
+  session_moved: closeCodes.serviceRestart
 } as const

@@ -4,42 +4,64 @@
  * in proxy logs and browser history). A ticket is bound to one tenant and
  * one session, dies after its TTL, and works once.
  *
- * Kept in process memory: with several gateways behind a load balancer,
- * route `ws-ticket` and the upgrade to the same instance (session affinity).
+ * A ticket carries what it grants, signed (HMAC-SHA256 with a key derived
+ * from the store secret every node shares), so any gateway node can check
+ * it; "works once" is kept in the store (`claimOnce` of its nonce), so a
+ * ticket spent on one node is spent on all of them. No affinity needed.
  */
-import { randomBytes } from 'node:crypto'
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 
-interface Ticket { tenant: string, sessionId: string, expiresAt: number }
+interface Grant { t: string, s: string, e: number, n: string }
+
+export interface TicketBookOptions {
+  ttlMs: number
+  /** The store secret (STORE_SECRET); the signing key is derived from it. */
+  secret: string
+  /** True the first time a key is claimed (across nodes), false after; the claim lasts `ttlMs`. */
+  claimOnce: (key: string, ttlMs: number) => Promise<boolean>
+  now?: () => number
+}
 
 export class TicketBook {
-  readonly #tickets = new Map<string, Ticket>()
-  readonly #ttlMs: number
+  readonly #o: TicketBookOptions
+  readonly #key: Buffer
   readonly #now: () => number
 
-  constructor (options: { ttlMs: number, now?: () => number }) {
-    this.#ttlMs = options.ttlMs
+  constructor (options: TicketBookOptions) {
+    this.#o = options
+    this.#key = createHmac('sha256', options.secret).update('cgw-ws-ticket-v1').digest()
     this.#now = options.now ?? Date.now
   }
 
   issue (tenant: string, sessionId: string): { ticket: string, expires_at: string } {
-    this.#sweep()
-    const ticket = randomBytes(24).toString('base64url')
-    const expiresAt = this.#now() + this.#ttlMs
-    this.#tickets.set(ticket, { tenant, sessionId, expiresAt })
-    return { ticket, expires_at: new Date(expiresAt).toISOString() }
+    const expiresAt = this.#now() + this.#o.ttlMs
+    const grant: Grant = { t: tenant, s: sessionId, e: expiresAt, n: randomBytes(18).toString('base64url') }
+    const body = Buffer.from(JSON.stringify(grant)).toString('base64url')
+    return { ticket: `${body}.${this.#mac(body).toString('base64url')}`, expires_at: new Date(expiresAt).toISOString() }
   }
 
-  /** The tenant, if the ticket is valid for this session; the ticket is spent either way. */
-  redeem (ticket: string, sessionId: string): string | null {
-    const entry = this.#tickets.get(ticket)
-    if (entry === undefined) return null
-    this.#tickets.delete(ticket)
-    if (entry.expiresAt <= this.#now() || entry.sessionId !== sessionId) return null
-    return entry.tenant
+  /** The tenant, if the ticket is genuine, unexpired, for this session and not spent before; it is spent now. */
+  async redeem (ticket: string, sessionId: string): Promise<string | null> {
+    const dot = ticket.indexOf('.')
+    if (dot < 1) return null
+    const body = ticket.slice(0, dot)
+    const mac = Buffer.from(ticket.slice(dot + 1), 'base64url')
+    const expected = this.#mac(body)
+    if (mac.length !== expected.length || !timingSafeEqual(mac, expected)) return null
+    let grant: Grant
+    try {
+      grant = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as Grant
+    } catch {
+      return null
+    }
+    const left = grant.e - this.#now()
+    if (left <= 0 || typeof grant.t !== 'string' || typeof grant.n !== 'string') return null
+    // Spent by any genuine attempt, one for another session included: a leaked ticket tried elsewhere is burnt.
+    if (!await this.#o.claimOnce(`ticket:${grant.n}`, left)) return null
+    return grant.s === sessionId ? grant.t : null
   }
 
-  #sweep (): void {
-    const now = this.#now()
-    for (const [key, entry] of this.#tickets) if (entry.expiresAt <= now) this.#tickets.delete(key)
+  #mac (body: string): Buffer {
+    return createHmac('sha256', this.#key).update(body).digest()
   }
 }

@@ -52,8 +52,10 @@ export class CliProcess implements CliHandle {
 
     if (child.pid !== undefined && options.pidDir !== undefined) {
       mkdirSync(options.pidDir, { recursive: true })
-      this.#pidFile = join(options.pidDir, `${spec.sessionId}.pid`)
-      writeFileSync(this.#pidFile, `${child.pid}\n${spec.command}\n${processStartTime(child.pid) ?? ''}\n`)
+      // Named and marked by this gateway process too: gateways sharing DATA_DIR on one host
+      // (several nodes) never reap, or delete the pid files of, each other's live CLIs.
+      this.#pidFile = join(options.pidDir, `${spec.sessionId}.${process.pid}.pid`)
+      writeFileSync(this.#pidFile, `${child.pid}\n${spec.command}\n${processStartTime(child.pid) ?? ''}\n${process.pid} ${processStartTime(process.pid) ?? ''}\n`)
     }
 
     const splitter = new NdjsonSplitter({

@@ -1,8 +1,10 @@
 /**
  * Ends CLIs, and every tool process they started, left behind by a previous
  * gateway process that crashed (or was SIGKILLed) before it could stop them.
- * Each running CLI has a pid file (`<pidDir>/<session>.pid`: pid, the
- * command, the process start time). The CLI was started in its own process
+ * Each running CLI has a pid file (`<pidDir>/<session>.<gateway pid>.pid`:
+ * pid, the command, the process start time, and the gateway's own pid and
+ * start time). Files of a gateway that still runs (another node on this host
+ * sharing DATA_DIR) are left alone. The CLI was started in its own process
  * group, so the pid is also the group id, and the group is what is ended:
  * SIGTERM, then SIGKILL.
  *
@@ -22,6 +24,8 @@ interface PidRecord {
   command: string
   /** /proc start time of the CLI, '' when the file predates start times or reading it failed. */
   started: string
+  /** The gateway process that started the CLI (pid and start time), when the file names it. */
+  gateway?: { pid: number, started: string }
 }
 
 /** The fields of /proc/<pid>/stat this module needs. */
@@ -53,6 +57,9 @@ export async function reapOrphans (pidDir: string, graceMs: number): Promise<num
   for (const file of files) {
     const path = join(pidDir, file)
     const record = readPidFile(path, bootMs)
+    // Another gateway on this host, alive: its CLIs are its own.
+    if (record?.gateway !== undefined && record.gateway.pid !== process.pid && record.gateway.started !== '' &&
+      readStat(record.gateway.pid)?.started === record.gateway.started) continue
     rmSync(path, { force: true })
     const pgid = record === null ? null : orphanGroup(record)
     if (pgid === null) continue
@@ -84,11 +91,15 @@ function readPidFile (path: string, bootMs: number | null): PidRecord | null {
     return null
   }
   if (bootMs !== null && writtenMs < bootMs) return null
-  const [pidText, command, started] = text.split('\n')
+  const [pidText, command, started, gatewayText] = text.split('\n')
   const pid = Number(pidText)
   if (!Number.isInteger(pid) || pid <= 1 || command === undefined || command === '') return null
   if (started !== undefined && !/^\d*$/.test(started)) return null
-  return { pid, command, started: started ?? '' }
+  const [gatewayPid, gatewayStarted] = (gatewayText ?? '').split(' ')
+  const gateway = Number.isInteger(Number(gatewayPid)) && Number(gatewayPid) > 1 && gatewayStarted !== undefined && /^\d*$/.test(gatewayStarted)
+    ? { pid: Number(gatewayPid), started: gatewayStarted }
+    : undefined
+  return { pid, command, started: started ?? '', ...(gateway === undefined ? {} : { gateway }) }
 }
 
 /**

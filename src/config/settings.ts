@@ -75,6 +75,8 @@ export const envSchema = z.object({
     '`REDIS_URL` names one seed node of a Redis Cluster (its credentials and TLS apply to every node); needs `REDIS_URL`'),
   NODE_ID: optional(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'expected 1 to 64 of A-Z a-z 0-9 . _ -'), '`<hostname>-<pid>`',
     'this gateway\'s name among several sharing a store; logged as `node` on every line'),
+  SESSION_LEASE_MS: defaulted(int(300, 600_000), 10_000,
+    'how long a node\'s hold on a session outlives its last renewal (renewed every third of it): after a node dies, its sessions are recorded `lost` and may resume elsewhere within about this long (docs/SCALING.md)'),
   GATEWAY_TOKENS: optional(z.string().transform((v, ctx) => {
     const tokens = tokensOrProblem(v)
     if (typeof tokens !== 'string') return tokens
@@ -112,7 +114,7 @@ export const envSchema = z.object({
   KEEPALIVE_INTERVAL_MS: defaulted(int(100), 15_000, '`keep_alive` frame and ping to every client'),
   IDLE_TIMEOUT_MS: defaulted(int(0), 1_800_000, 'stop a CLI with no client, no turn and no prompt for this long (0 = never)'),
   MAX_SESSIONS: defaulted(int(1), 50, 'CLIs running at once'),
-  SHUTDOWN_GRACE_MS: defaulted(int(0), 5_000, 'time to flush the store at shutdown'),
+  SHUTDOWN_GRACE_MS: defaulted(int(0), 5_000, 'at shutdown (SIGTERM), time running turns get to finish before their CLIs are stopped, and the store to take the last frames (docs/SCALING.md, draining)'),
   CLI_STOP_TIMEOUT_MS: defaulted(int(0), 3_000, 'each stop step (stdin closed, SIGTERM) waits this long before the next'),
   MAX_LINE_BYTES: defaulted(int(1024), 16 * 1024 * 1024, 'longer CLI stdout lines are dropped and reported'),
   WS_MAX_PAYLOAD_BYTES: defaulted(int(1024), 1024 * 1024, 'largest client frame (close 1009 past it)'),
@@ -189,6 +191,7 @@ export const configSchema = envSchema.transform((e) => {
     redisCluster: e.REDIS_CLUSTER,
     /** This process's name among gateways sharing a store (the root logger's `node`). */
     nodeId: e.NODE_ID ?? defaultNodeId(),
+    sessionLeaseMs: e.SESSION_LEASE_MS,
     /** token → tenant. Null means none were configured (a token is generated at start). */
     tokens: e.GATEWAY_TOKENS ?? null,
     keepaliveIntervalMs: e.KEEPALIVE_INTERVAL_MS,
@@ -260,8 +263,8 @@ export const configSchema = envSchema.transform((e) => {
 export type Config = z.output<typeof configSchema>
 
 /** `<hostname>-<pid>`, in NODE_ID's charset and length (a hostname may hold other characters or be long). */
-function defaultNodeId (): string {
-  const pid = `-${process.pid}`
+export function defaultNodeId (pidNumber = process.pid): string {
+  const pid = `-${pidNumber}`
   const host = hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 64 - pid.length)
   return `${host === '' ? 'node' : host}${pid}`
 }

@@ -120,7 +120,7 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
     const ws = WS_ROUTE.exec(request.url)
     if (ws === null) return null
     const ticket = (request.query as Record<string, unknown>).ticket
-    if (typeof ticket === 'string') return o.tickets.redeem(ticket, decodeURIComponent(ws[1] as string).toLowerCase())
+    if (typeof ticket === 'string') return await o.tickets.redeem(ticket, decodeURIComponent(ws[1] as string).toLowerCase())
     const fromProtocol = protocolToken(request.headers['sec-websocket-protocol'])
     return fromProtocol === null ? null : o.authenticator.authenticate(fromProtocol)
   }

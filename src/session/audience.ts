@@ -46,13 +46,19 @@ export interface ClientPort {
   end?: (reason: EndReason, message: string) => void
   /** True once ended (by `end` or by the port itself) or closed by the peer. */
   readonly ended?: boolean
+  /**
+   * A client of another gateway node (src/cluster/remote-port.ts): its node
+   * relays recorded frames from the store itself, so broadcasts skip it;
+   * frames sent to it alone still reach it.
+   */
+  readonly remote?: boolean
 }
 
 /**
  * Why the gateway ended a client's connection. docs/PROTOCOL.md lists each
  * with its WebSocket close code and event-stream `end` event.
  */
-export type EndReason = 'slow_consumer' | 'store_unavailable' | 'shutting_down'
+export type EndReason = 'slow_consumer' | 'store_unavailable' | 'shutting_down' | 'session_moved'
 
 export type Role = 'controller' | 'observer'
 
@@ -118,6 +124,24 @@ export class Audience {
   /** Makes `att` the holder (the newest controller wins). */
   hold (att: Attachment): void { this.#holder = att }
 
+  /** `att` holds the session no more (its owner on another node says so); nobody does here. */
+  unhold (att: Attachment): void { if (this.#holder === att) this.#holder = null }
+
+  /**
+   * With nobody holding the session, the most recently attached greeted
+   * client that asked for control takes it (it was kept an observer while
+   * another node ran the CLI). Returns the new holder, or null.
+   */
+  promote (): Attachment | null {
+    if (this.#holder !== null) return null
+    let next: Attachment | null = null
+    for (const att of this.#clients.values()) {
+      if (att.requested === 'controller' && att.greeted && !att.ended && (next === null || att.order > next.order)) next = att
+    }
+    this.#holder = next
+    return next
+  }
+
   /**
    * Removes a client. When it held the session, the most recently attached
    * remaining controller takes over; returns that new holder (or null), or
@@ -144,6 +168,7 @@ export class Audience {
       let shared: Buffer | null = null
       let observerBytes: number | null = null
       for (const att of this.#clients.values()) {
+        if (att.port.remote === true) continue
         if (att.backlog !== null) { this.#hold(att, event); continue }
         if (event.observerFrame !== undefined && att !== this.#holder) {
           att.port.send(event.observerFrame, event.seq)
@@ -204,6 +229,24 @@ export class Audience {
       att.backlogBytes -= Buffer.byteLength(next.frame)
       att.backlogNext++
     }
+  }
+
+  /** Every attached client. */
+  get ports (): ClientPort[] { return [...this.#clients.keys()] }
+
+  /** Clients of other nodes (attached through the owner's router). */
+  get remotes (): ClientPort[] {
+    return [...this.#clients.keys()].filter((port) => port.remote === true)
+  }
+
+  /** The attachment of `port`, if attached. */
+  attachment (port: ClientPort): Attachment | undefined {
+    return this.#clients.get(port)
+  }
+
+  /** Ends every client's connection (ClientPort.end) with `reason`. */
+  endAll (reason: EndReason, message: string): void {
+    for (const att of [...this.#clients.values()]) att.port.end?.(reason, message)
   }
 
   /** A per-connection frame (no seq) for every greeted client. */

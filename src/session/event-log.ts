@@ -15,7 +15,7 @@
  * `onDegraded(false, …)`), however many batches it drops.
  */
 import type { Logger } from 'pino'
-import { type EventStore, type RawEvent, type StoredEvent, withinBytes } from '../store/store.js'
+import { type EventStore, type Lease, type RawEvent, type StoredEvent, FencedError, withinBytes } from '../store/store.js'
 
 /** Seqs `[from, to]` (inclusive) that are missing from history. */
 export type SeqRange = [from: number, to: number]
@@ -48,6 +48,16 @@ export interface EventLogOptions {
   onDegraded: (degraded: boolean, lost: OverflowEpisode | null) => void
   /** The first drop of an outage (once per outage): what is dropped so far. */
   onOverflow: (episode: OverflowEpisode) => void
+  /**
+   * The lease writes are fenced with (the session's owner). When given, a
+   * log whose lease is null writes nothing, and a write the store refuses as
+   * fenced ends the log's writing for good (`onFenced`, once): another node
+   * owns the session now. Without it (unit tests), writes are not fenced.
+   */
+  lease?: () => Lease | null
+  onFenced?: () => void
+  /** Asked once after a fenced refusal: true when the lease was taken back (it had only lapsed) and the write may be retried. */
+  reclaim?: (lease: Lease) => Promise<boolean>
 }
 
 /** At most this many lost ranges are remembered per session. */
@@ -75,6 +85,8 @@ export class EventLog {
   readonly #lost: SeqRange[]
   /** What the current outage dropped; null until it drops something. */
   #episode: OverflowEpisode | null = null
+  /** Set when the store refused a write as fenced: nothing is written or relayed any more. */
+  #fenced = false
 
   constructor (options: EventLogOptions) {
     this.#o = options
@@ -104,6 +116,48 @@ export class EventLog {
     return out
   }
 
+  /**
+   * How far a history read goes by default: what this log committed, when it
+   * is written here; all the store has, when another node writes it (this
+   * log only learns of those events as it follows them).
+   */
+  #readable (): number {
+    return this.#o.lease?.() === null ? Number.MAX_SAFE_INTEGER : this.#committedSeq
+  }
+
+  /** True once a write was refused as fenced (another node owns the session). */
+  get fenced (): boolean { return this.#fenced }
+
+  /**
+   * Commits events another node appended (followed from the store), for a
+   * session this node does not own: those past what this log holds are handed
+   * to clients as if appended here, so its seqs continue after them.
+   */
+  ingest (events: LogEvent[]): void {
+    const fresh = events.filter((e) => e.seq > this.#seq && e.seq > this.#committedSeq)
+    if (fresh.length === 0) return
+    this.#seq = (fresh[fresh.length - 1] as LogEvent).seq
+    this.#commit(fresh)
+  }
+
+  /**
+   * Reads what the store holds past this log (appended by another node while
+   * this one did not own the session) and commits it, so that a node taking
+   * the session over continues its seqs and its clients miss nothing.
+   */
+  async catchUp (observerFrame: (e: StoredEvent) => string | undefined): Promise<void> {
+    for (;;) {
+      const page = await this.#o.store.read(this.#o.sessionId, Math.max(this.#seq, this.#committedSeq), WRITE_CHUNK, CHECK_PAGE_BYTES * 4)
+      if (page.length === 0) return
+      this.ingest(page.map((e) => ({ ...e, observerFrame: observerFrame(e) })))
+    }
+  }
+
+  /** Writes may go on again, under a lease taken since the fence. */
+  unfence (): void {
+    this.#fenced = false
+  }
+
   /** Assigns the next seq, builds the frame for it, and queues it. Returns the seq. */
   push (build: (seq: number) => string, buildObserver?: (seq: number) => string): number {
     const seq = ++this.#seq
@@ -117,12 +171,12 @@ export class EventLog {
    * with `maxBytes` cut as EventStore.read does (one store read). Serves from
    * the held (unsaved) frames where the store does not have them.
    */
-  async read (after: number, limit: number, upTo = this.#committedSeq, maxBytes?: number): Promise<StoredEvent[]> {
+  async read (after: number, limit: number, upTo = this.#readable(), maxBytes?: number): Promise<StoredEvent[]> {
     return await this.#readWith(after, limit, upTo, maxBytes, (want) => this.#o.store.read(this.#o.sessionId, after, want, maxBytes), (e) => e)
   }
 
   /** `read` with each frame as its UTF-8 bytes, as the store holds them (EventStore.readRaw): history pages copy them as they are. */
-  async readRaw (after: number, limit: number, upTo = this.#committedSeq, maxBytes?: number): Promise<RawEvent[]> {
+  async readRaw (after: number, limit: number, upTo = this.#readable(), maxBytes?: number): Promise<RawEvent[]> {
     return await this.#readWith(after, limit, upTo, maxBytes, (want) => this.#o.store.readRaw(this.#o.sessionId, after, want, maxBytes),
       (e) => ({ seq: e.seq, frame: Buffer.from(e.frame) }))
   }
@@ -160,7 +214,7 @@ export class EventLog {
   /** Waits until every queued event is committed and, if the store answers, saved. */
   async flush (deadlineMs: number): Promise<void> {
     const deadline = Date.now() + deadlineMs
-    while ((this.#pending.length > 0 || this.#inFlight !== null || this.#unsaved.length > 0) && Date.now() < deadline) {
+    while (!this.#fenced && (this.#pending.length > 0 || this.#inFlight !== null || this.#unsaved.length > 0) && Date.now() < deadline) {
       if (this.#inFlight !== null) await this.#inFlight
       else if (this.#pending.length > 0) this.#drain()
       else await this.#retryUnsaved()
@@ -184,6 +238,12 @@ export class EventLog {
     if (this.#inFlight !== null || this.#pending.length === 0) return
     const batch = this.#pending
     this.#pending = []
+    const lease = this.#o.lease?.()
+    if (this.#fenced || lease === null) {
+      // Not this node's to write: never stored, so never relayed either.
+      this.#o.logger.error({ session: this.#o.sessionId, from: (batch[0] as LogEvent).seq, events: batch.length }, 'events of a session this node does not own were dropped')
+      return
+    }
     if (this.#degraded) {
       // The store is down: relay now, save later, in order.
       this.#commit(batch)
@@ -191,9 +251,10 @@ export class EventLog {
       this.#drain()
       return
     }
-    this.#inFlight = this.#o.store.append(this.#o.sessionId, batch.map(stored)).then(
+    this.#inFlight = this.#append(batch.map(stored), lease).then(
       () => { this.#commit(batch) },
       (err: unknown) => {
+        if (err instanceof FencedError) { this.#fence(); return }
         this.#o.logger.warn({ err, session: this.#o.sessionId }, 'event store append failed; holding events in memory')
         this.#commit(batch)
         this.#hold(batch)
@@ -203,6 +264,31 @@ export class EventLog {
       this.#inFlight = null
       this.#drain()
     })
+  }
+
+  /**
+   * One fenced write, tried again once when the refusal only meant that the
+   * lease lapsed (a long pause, or a store that restarted without its data)
+   * and it could be taken back: nobody else wrote meanwhile.
+   */
+  async #append (events: StoredEvent[], lease: Lease | undefined): Promise<void> {
+    try {
+      await this.#o.store.append(this.#o.sessionId, events, lease)
+    } catch (err) {
+      if (!(err instanceof FencedError) || lease === undefined || this.#o.reclaim === undefined || !(await this.#o.reclaim(lease))) throw err
+      await this.#o.store.append(this.#o.sessionId, events, lease)
+    }
+  }
+
+  /** The store refused a write: another node owns the session. Everything waiting is dropped, unrelayed. */
+  #fence (): void {
+    if (this.#fenced) return
+    this.#fenced = true
+    this.#pending = []
+    this.#unsaved = []
+    if (this.#retryTimer !== null) clearTimeout(this.#retryTimer)
+    this.#retryTimer = null
+    this.#o.onFenced?.()
   }
 
   #commit (batch: LogEvent[]): void {
@@ -249,9 +335,12 @@ export class EventLog {
   async #retryUnsaved (): Promise<void> {
     while (this.#unsaved.length > 0) {
       const chunk = this.#unsaved.slice(0, WRITE_CHUNK)
+      const lease = this.#o.lease?.()
+      if (this.#fenced || lease === null) return
       try {
-        await this.#o.store.append(this.#o.sessionId, chunk.map(stored))
-      } catch {
+        await this.#append(chunk.map(stored), lease)
+      } catch (err) {
+        if (err instanceof FencedError) { this.#fence(); return }
         this.#retryMs = Math.min(RETRY_MAX_MS, this.#retryMs * 2)
         this.#armRetry()
         return

@@ -7,7 +7,40 @@ import type { CliLauncher, CliSpawnSpec } from '../cli/cli-handle.js'
 import type { ControlPolicy, PolicyScope } from '../control/control-policy.js'
 import type { GatewayError } from '../errors.js'
 import type { MetricsSink } from '../metrics/sink.js'
-import type { EventStore } from '../store/store.js'
+import type { EventStore, Lease } from '../store/store.js'
+import type { ClientFrame } from '../protocol/client-frames.js'
+import type { ClientPort, Role } from './audience.js'
+
+/** How a session takes and gives up its lease (the right to run its CLI and write its log), and its node's name. */
+export interface SessionOwnership {
+  /** Takes the lease for this node and keeps it renewed; null when another live node holds it. `onFenced` when it is lost. */
+  acquire: (sessionId: string, onFenced: () => void) => Promise<Lease | null>
+  /** Gives it up (the CLI has stopped and everything is stored). */
+  release: (lease: Lease) => Promise<void>
+  /** Stops renewing a lease that is no longer ours (fenced). */
+  forget: (lease: Lease) => void
+  /**
+   * After a write was refused as fenced: takes the lease back if it only
+   * lapsed (or the store lost it) and no other node acquired it since; true
+   * when the write may be tried again under it.
+   */
+  reclaim: (lease: Lease) => Promise<boolean>
+}
+
+/** How a session reaches the node that owns it, for clients attached here (src/cluster/router.ts). */
+export interface SessionRoute {
+  /** This node's NODE_ID. */
+  readonly node: string
+  /** The node holding the session's lease now, or null when none does. */
+  owner: (sessionId: string) => Promise<string | null>
+  /** Makes `port` a client of the session owned by `owner`. */
+  attach: (owner: string, sessionId: string, port: ClientPort, role: Role) => void
+  /** Sends a frame of a routed client to its owner; false when the client is not routed. */
+  frame: (port: ClientPort, frame: ClientFrame) => boolean
+  detach: (port: ClientPort) => void
+  /** This node stopped owning the session: forget its remote clients. */
+  dropRemote: (sessionId: string) => void
+}
 
 export interface SessionLimits {
   permissionTimeoutMs: number
@@ -38,4 +71,9 @@ export interface SessionDeps<S> {
   policyScope: () => PolicyScope
   /** What is counted for /metrics (default: nothing). */
   metrics?: MetricsSink
+  ownership: SessionOwnership
+  /** Other nodes, for clients here of a session owned elsewhere (absent: one node, nothing to route). */
+  route?: SessionRoute
+  /** The session lost its lease to another node: it has ended its CLI and clients and must be forgotten here. */
+  onFenced: (session: S) => void
 }

@@ -22,7 +22,9 @@ import type { ControlPolicy, PolicyScope } from '../control/control-policy.js'
 import { GatewayError } from '../errors.js'
 import { type MetricsSink, noopMetrics } from '../metrics/sink.js'
 import type { SessionOptions } from '../protocol/session-options.js'
-import { type EventStore, type SessionPage, type SessionRecord, isFinal } from '../store/store.js'
+import type { LeaseKeeper } from '../cluster/lease-keeper.js'
+import { type EventStore, type Lease, type SessionPage, type SessionRecord, isFinal } from '../store/store.js'
+import type { SessionOwnership, SessionRoute } from './session-deps.js'
 import { Session, type SessionLimits } from './session.js'
 import { sandboxWorkdir, sessionWorkspace } from './workspace.js'
 
@@ -53,6 +55,16 @@ export interface SessionManagerOptions {
   cliEnvAllow?: readonly string[]
   /** What sessions count for /metrics (default: nothing). */
   metrics?: MetricsSink
+  /** This node's session leases (NODE_ID, SESSION_LEASE_MS) in the shared store. */
+  keeper: LeaseKeeper
+  /**
+   * True when a lease holder named `node` is known to be dead (a NODE_ID of
+   * this host whose process is gone): its sessions are taken over at once
+   * instead of after SESSION_LEASE_MS. Default: never.
+   */
+  isDeadNode?: (node: string) => boolean
+  /** Other gateway nodes, for clients here of sessions owned elsewhere (src/cluster/router.ts). */
+  route?: SessionRoute
 }
 
 export class SessionManager {
@@ -65,11 +77,36 @@ export class SessionManager {
   #closing = false
   /** Given to every session; routes count what only they see (client frames) on it too. */
   readonly metrics: MetricsSink
+  readonly #ownership: SessionOwnership
+  #sweeper: NodeJS.Timeout | null = null
+  #sweeping = false
 
   constructor (options: SessionManagerOptions) {
     this.#o = options
     this.metrics = options.metrics ?? noopMetrics
+    const keeper = options.keeper
+    const leases = options.store.leases
+    this.#ownership = {
+      acquire: async (id, onFenced) => {
+        const lease = await keeper.acquire(id, onFenced)
+        if (lease !== null || options.isDeadNode === undefined) return lease
+        // Held: by a node of this host that is gone (a restart under a new pid)? Then it is ours at once.
+        const holder = await leases.holder(id)
+        return holder !== null && options.isDeadNode(holder.node) ? await keeper.acquire(id, onFenced, holder.node) : null
+      },
+      release: async (lease) => await keeper.release(lease),
+      forget: (lease) => keeper.forget(lease),
+      reclaim: async (lease) => await leases.renew(lease, keeper.ttlMs)
+    }
     options.store.onReconnect?.(() => { void this.#saveRecordsAgain() })
+  }
+
+  /** This node's NODE_ID. */
+  get node (): string { return this.#o.keeper.node }
+
+  /** A session loaded on this node (owned here or followed), without touching the store. */
+  loadedSession (id: string): Session | undefined {
+    return this.#sessions.get(id)
   }
 
   /** Sessions whose CLI is running (what MAX_SESSIONS limits). */
@@ -119,15 +156,24 @@ export class SessionManager {
       exit: null
     }
     delete record.options.metadata
+    // The lease first: the record is the new owner's first fenced write.
+    const lease = await this.#stored('take a new session lease', () => this.#o.keeper.acquire(id, () => this.#sessions.get(id)?.fence()))
+    if (lease === null) throw new GatewayError('internal', 'a new session id is leased already')
     // Before anything is instantiated: a failed write leaves no session behind, only the 503.
-    await this.#stored('save a new session record', () => this.#o.store.putSession(record))
-    const session = this.#instantiate(record)
+    try {
+      await this.#stored('save a new session record', () => this.#o.store.putSession(record, lease))
+    } catch (err) {
+      this.#o.keeper.forget(lease)
+      void this.#o.keeper.release(lease).catch(() => {})
+      throw err
+    }
+    const session = this.#instantiate(record, lease)
     // Never throws: a spawn that fails (E2BIG, ENOENT) comes back as an error, the session already `exited`.
     const failed = session.start()
     // Counted as running from here (or not at all): the reservation is done.
     this.#reserved.delete(id)
     if (failed !== null) {
-      await this.#recordFailedCreate(record, failed)
+      await this.#recordFailedCreate(record, failed, lease)
       throw failed
     }
     return session
@@ -138,7 +184,7 @@ export class SessionManager {
    * says so (exited, `spawn_failed`) instead of staying "starting", and the
    * next lookup loads that record.
    */
-  async #recordFailedCreate (record: SessionRecord, failed: GatewayError): Promise<void> {
+  async #recordFailedCreate (record: SessionRecord, failed: GatewayError, lease: Lease): Promise<void> {
     this.#sessions.delete(record.id)
     const at = new Date().toISOString()
     const final: SessionRecord = {
@@ -148,15 +194,22 @@ export class SessionManager {
       exit: { code: null, signal: null, stderr_tail: [], reason: 'spawn_failed', at, error: failed.message }
     }
     try {
-      await this.#o.store.putSession(final)
+      await this.#o.store.putSession(final, lease)
     } catch (err) {
-      this.#o.logger.error({ err, session: record.id }, 'could not record a failed create; its record says "starting" until the next restart marks it lost')
+      this.#o.logger.error({ err, session: record.id }, 'could not record a failed create; its record says "starting" until its lease lapses and it is marked lost')
     }
+    this.#o.keeper.forget(lease)
+    await this.#o.keeper.release(lease).catch(() => {})
   }
 
   /** The session if it exists and belongs to `tenant`; otherwise null (callers answer 404). */
   async get (id: string, tenant: string): Promise<Session | null> {
     let session: Session | null | undefined = this.#sessions.get(id)
+    if (session !== undefined && !session.owned && !session.following && session.tenant === tenant) {
+      // Another node may have run it since it was loaded here: what it saved wins.
+      const stale = session
+      await this.#stored('read a session record', () => stale.refresh())
+    }
     if (session === undefined) {
       let loading = this.#loading.get(id)
       if (loading === undefined) {
@@ -173,26 +226,76 @@ export class SessionManager {
   }
 
   /**
-   * Marks sessions left running by a previous gateway process as stopped.
-   * Assumes one gateway per store (see docs/ARCHITECTURE.md, scale-out).
+   * Marks sessions whose node is gone as stopped (`exit.reason: "lost"`): at
+   * start, those left by this node's previous process (same NODE_ID, or a
+   * dead pid of this host) and every session whose lease has lapsed. Sessions
+   * whose lease a live node holds are left to it. Returns how many were marked.
    */
   async recover (): Promise<number> {
     const live = await this.#stored('list live sessions', () => this.#o.store.listLive())
+    let marked = 0
     for (const record of live) {
       try {
-        await this.get(record.id, record.tenant)
+        const session = await this.get(record.id, record.tenant)
+        if (session !== null && isFinal(session.status)) marked++
       } catch (err) {
         // Marked when first loaded instead (any later lookup loads it the same way).
         this.#o.logger.warn({ session: record.id, err: (err as Error).message }, 'could not mark a session left running as lost')
       }
     }
-    return live.length
+    return marked
   }
 
-  /** Stops every CLI and flushes every log (gateway shutdown). */
+  /**
+   * Every `everyMs`, records as lost the live sessions whose lease lapsed
+   * (their node died or hangs): each node sweeps, and the lease decides
+   * which one records it.
+   */
+  startSweeping (everyMs: number): void {
+    if (this.#sweeper !== null) return
+    this.#sweeper = setInterval(() => { void this.#sweep() }, everyMs)
+    this.#sweeper.unref()
+  }
+
+  async #sweep (): Promise<void> {
+    if (this.#sweeping || this.#closing) return
+    this.#sweeping = true
+    try {
+      const live = await this.#o.store.listLive()
+      for (const record of live) {
+        const loaded = this.#sessions.get(record.id)
+        if (loaded?.owned === true || this.#loading.has(record.id)) continue
+        if (await this.#o.store.leases.holder(record.id) !== null) continue
+        if (loaded === undefined) {
+          await this.get(record.id, record.tenant) // loading claims it (see #load)
+        } else if (await loaded.own()) {
+          this.#o.logger.warn({ session: record.id }, 'session lease lapsed: recorded as lost')
+          await loaded.disown()
+        }
+      }
+    } catch (err) {
+      this.#o.logger.warn({ err: (err as Error).message }, 'lapsed-lease sweep failed; trying again')
+    } finally {
+      this.#sweeping = false
+    }
+  }
+
+  /**
+   * Drains this node (gateway shutdown): no new sessions; turns running now
+   * get until `graceMs` to finish (clients of other nodes still reach them);
+   * then every CLI is stopped, every log flushed and every lease given up,
+   * so the next message, on any node, resumes each session there.
+   */
   async shutdown (graceMs: number): Promise<void> {
     this.#closing = true
-    await Promise.all([...this.#sessions.values()].map((s) => s.close(graceMs)))
+    if (this.#sweeper !== null) clearInterval(this.#sweeper)
+    const deadline = Date.now() + graceMs
+    await Promise.all([...this.#sessions.values()].map(async (s) => {
+      await s.drain(deadline)
+      // The store gets at least a moment to take the last frames, whatever the turns took.
+      await s.close(Math.max(1000, deadline - Date.now()))
+    }))
+    this.#o.keeper.close()
   }
 
   async #load (id: string): Promise<Session | null> {
@@ -212,10 +315,14 @@ export class SessionManager {
     // (never below the record's own last_seq: the store may have lost or trimmed its log).
     const stored = await this.#stored('read a session log', () => this.#o.store.lastSeq(id))
     record.last_seq = Math.max(record.last_seq, stored ?? 0)
-    const session = this.#instantiate(record)
-    // Its CLI belonged to a gateway process that is gone: recorded like any other end
-    // (a status frame in its log, then the record), so followers and resuming clients learn it.
-    if (!isFinal(record.status)) await session.markLost()
+    const session = this.#instantiate(record, null)
+    // Running by its record: on a live node (its lease is held), or on one that is gone. Then
+    // taking the lease records it as ended (a status frame in its log, then the record), so
+    // followers and resuming clients learn it, and gives the lease up again.
+    if (!isFinal(record.status) && await session.own()) {
+      this.#o.logger.warn({ session: id }, 'session left running by a gateway node that is gone: recorded as lost')
+      await session.disown()
+    }
     return session
   }
 
@@ -232,7 +339,7 @@ export class SessionManager {
 
   /** The store answers again after a lost connection and may have lost every record (Redis without persistence). */
   async #saveRecordsAgain (): Promise<void> {
-    const sessions = [...this.#sessions.values()]
+    const sessions = [...this.#sessions.values()].filter((s) => s.owned)
     if (sessions.length === 0) return
     this.#o.logger.info({ sessions: sessions.length }, 'event store reconnected: saving loaded session records again')
     await Promise.all(sessions.map(async (session) => {
@@ -244,7 +351,7 @@ export class SessionManager {
     }))
   }
 
-  #instantiate (record: SessionRecord): Session {
+  #instantiate (record: SessionRecord, lease: Lease | null): Session {
     const options = record.options as SessionOptions
     const session = new Session(record, {
       store: this.#o.store,
@@ -256,8 +363,14 @@ export class SessionManager {
       spawnSpec: (resume) => this.#spawnSpec(record, options, resume),
       policy: this.#o.policy,
       policyScope: () => this.#policyScope(record, options),
-      metrics: this.metrics
-    })
+      metrics: this.metrics,
+      ownership: this.#ownership,
+      ...(this.#o.route === undefined ? {} : { route: this.#o.route }),
+      onFenced: (s) => {
+        this.#running.delete(s)
+        if (this.#sessions.get(s.id) === s) this.#sessions.delete(s.id)
+      }
+    }, lease)
     this.#sessions.set(record.id, session)
     return session
   }

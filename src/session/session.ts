@@ -14,14 +14,15 @@
  */
 import type { Logger } from 'pino'
 import type { CliExit, CliHandle, CliSpawnSpec } from '../cli/cli-handle.js'
-import { type ErrorCode, type GatewayError, errorTable } from '../errors.js'
+import { type ErrorCode, GatewayError, errorTable } from '../errors.js'
 import type { AnswerInput, AnswerResult, ControlEffect } from '../control/control-effects.js'
+import { controlErrorFrame } from '../control/control-error.js'
 import { ControlPlane } from '../control/control-plane.js'
 import type { PendingRequest } from '../control/pending-requests.js'
 import { RecentIds } from '../control/recent-ids.js'
 import { type MetricsSink, noopMetrics } from '../metrics/sink.js'
 import type { ClientFrame, ControlRequestFrame } from '../protocol/client-frames.js'
-import type { SessionRecord, SessionStatus } from '../store/store.js'
+import { FencedError, type Lease, type SessionRecord, type SessionStatus, type StoredEvent, isFinal } from '../store/store.js'
 import { EventLog, type SeqRange } from './event-log.js'
 import { Audience, type ClientPort, type Role } from './audience.js'
 import { exitInfo, spawnFailure } from './exit-info.js'
@@ -31,6 +32,7 @@ import type { SessionDeps as BaseDeps } from './session-deps.js'
 import { sessionView } from './session-view.js'
 import { isRecord } from '../protocol/is-record.js'
 import { errorFrame, gatewayFrame, pendingNotice, withSeq } from './frames.js'
+import { observerFrameOf, statusOf } from './followed-frames.js'
 
 export type { ClientPort, EndReason, Role } from './audience.js'
 export type { AnswerInput, AnswerResult } from '../control/control-effects.js'
@@ -62,10 +64,24 @@ export class Session {
   #cli: CliHandle | null = null
   #stopping = false
   #turnsPending = 0
+  /** Woken whenever no turn is running any more (drain). */
+  #turnWaiters: Array<() => void> = []
   readonly #idle: IdleTimer
   #recordWrite: Promise<void> = Promise.resolve()
+  /** This node's lease on the session: while set, it may run the CLI and write the log and record. */
+  #lease: Lease | null
+  /** An acquisition in flight (`own`), shared by concurrent callers. */
+  #owning: Promise<boolean> | null = null
+  /** Client frames that wait for `own` to settle, in arrival order. */
+  #waiting: Array<{ port: ClientPort, frame: ClientFrame }> | null = null
+  /** Set once fenced: another node owns the session; this object is dropped. */
+  #gone = false
+  /** Stops following the session's log in the store (while another node owns it and clients are attached here). */
+  #unfollow: (() => void) | null = null
 
-  constructor (record: SessionRecord, deps: SessionDeps) {
+  /** `lease`: this node's lease when it owns the session (created or taken here), else null. */
+  constructor (record: SessionRecord, deps: SessionDeps, lease: Lease | null = null) {
+    this.#lease = lease
     this.id = record.id
     this.#record = record
     this.#deps = deps
@@ -91,7 +107,10 @@ export class Session {
       },
       onOverflow: (episode) => this.#audience.sendAll(errorFrame('store_overflow', errorTable.store_overflow.message, {
         missing_from: episode.from, missing_to: episode.to, dropped: episode.dropped
-      }))
+      })),
+      lease: () => this.#lease,
+      onFenced: () => this.fence(),
+      reclaim: async (lease) => await deps.ownership.reclaim(lease)
     })
     this.#control = new ControlPlane<ClientPort>({
       ...deps.limits,
@@ -115,6 +134,247 @@ export class Session {
   get clientRoles (): { controller: number, observer: number } { return this.#audience.roles }
   get pendingRequests (): PendingRequest[] { return this.#control.list() }
   get events (): EventLog { return this.#events }
+  /** True while this node holds the session's lease. */
+  get owned (): boolean { return this.#lease !== null }
+  /** True once fenced: the session belongs to another node and this object must not be used. */
+  get gone (): boolean { return this.#gone }
+  /** True while this node follows the session's log as another node appends it. */
+  get following (): boolean { return this.#unfollow !== null }
+
+  /**
+   * Brings a session this node does not own up to date with the store: its
+   * record as its owner last saved it, and the events appended since (to
+   * attached clients, as they would have had them live).
+   */
+  async refresh (): Promise<void> {
+    if (this.#lease !== null || this.#gone) return
+    const fresh = await this.#deps.store.getSession(this.id)
+    if (fresh !== null) this.#adopt(fresh)
+    await this.#events.catchUp(observerFrameOf)
+  }
+
+  /** Follows the log from the store while another node owns the session and clients are attached here. */
+  #follow (): void {
+    if (this.#lease !== null || this.#gone || this.#unfollow !== null) return
+    this.#unfollow = this.#deps.store.feed.follow(this.id, this.#events.committedSeq,
+      (events) => { this.#ingest(events) },
+      (err) => this.#log.warn({ err: err.message }, 'following the session in the store failed'))
+  }
+
+  #stopFollowing (): void {
+    this.#unfollow?.()
+    this.#unfollow = null
+  }
+
+  /** Makes a client here a client of the node that runs the CLI, if another node does. */
+  async #routeClient (port: ClientPort, role: Role): Promise<void> {
+    const route = this.#deps.route
+    if (route === undefined) return
+    let owner: string | null
+    try {
+      owner = await route.owner(this.id)
+    } catch (err) {
+      this.#log.warn({ err: (err as Error).message }, 'could not look up the session\'s owner')
+      return
+    }
+    if (owner === null || owner === route.node || !this.#audience.has(port) || this.#lease !== null) return
+    route.attach(owner, this.id, port, role)
+  }
+
+  /** Events another node appended: relayed to clients here as if appended here (status frames update the record as seen here). */
+  #ingest (events: StoredEvent[]): void {
+    if (this.#lease !== null) return // owned here since: the log is written here
+    for (const e of events) {
+      const status = statusOf(e)
+      if (status === null) continue
+      if (typeof status.status === 'string') this.#record.status = status.status as SessionStatus
+      if (isRecord(status.exit)) this.#record.exit = status.exit as unknown as SessionRecord['exit']
+    }
+    this.#events.ingest(events.map((e) => ({ ...e, observerFrame: observerFrameOf(e) })))
+    // The CLI stopped on its node: clients here are nobody's remote clients any more, and
+    // one that asked for control may start it here next.
+    if (isFinal(this.#record.status)) {
+      for (const port of this.#audience.ports) this.#deps.route?.detach(port)
+      this.#promoteHolder()
+    }
+  }
+
+  /** This node stopped owning the session: clients of other nodes attach wherever it runs next. */
+  #dropRemotes (): void {
+    for (const port of this.#audience.remotes) this.#audience.remove(port)
+    this.#deps.route?.dropRemote(this.id)
+  }
+
+  #promoteHolder (): void {
+    const next = this.#audience.promote()
+    if (next === null) return
+    this.#audience.announceHolder()
+    if (next.backlog === null) this.#control.holderChanged(next.port, this.#events.committedSeq)
+  }
+
+  /**
+   * Takes the session's lease for this node, if no other live node holds
+   * it. Before it says yes, the session is brought up to date with the store
+   * (record, and events another node appended meanwhile, which attached
+   * clients receive), and an end the previous owner never recorded (it died)
+   * is recorded as `lost`. Concurrent calls share one acquisition.
+   */
+  async own (): Promise<boolean> {
+    if (this.#lease !== null) return true
+    if (this.#gone) return false
+    this.#owning ??= this.#acquire().then(
+      (owned) => { this.#owning = null; this.#settleWaiting(owned); return owned },
+      (err: unknown) => { this.#owning = null; this.#settleWaiting(false); throw err })
+    return await this.#owning
+  }
+
+  /**
+   * Frames held while the lease was being taken, in arrival order: handled
+   * here when this node got it, else sent to the node that holds it.
+   */
+  #settleWaiting (owned: boolean): void {
+    const waiting = this.#waiting
+    this.#waiting = null
+    for (const { port, frame } of waiting ?? []) {
+      if (owned || !startsCli(frame)) this.handleFrame(port, frame)
+      else void this.#toOwner(port, frame)
+    }
+  }
+
+  /**
+   * A frame that needs the CLI, which another node runs: the client becomes
+   * a client of that node's session (src/cluster/router.ts) and the frame
+   * goes there. Without other nodes, or with nobody holding the lease any
+   * more, it is refused (`session_elsewhere`).
+   */
+  async #toOwner (port: ClientPort, frame: ClientFrame): Promise<void> {
+    const route = this.#deps.route
+    const att = this.#audience.attachment(port)
+    let owner: string | null = null
+    try {
+      owner = route === undefined || att === undefined ? null : await route.owner(this.id)
+    } catch (err) {
+      this.#log.warn({ err: (err as Error).message }, 'could not look up the session\'s owner')
+    }
+    if (route === undefined || att === undefined || owner === null || owner === route.node || !this.#audience.has(port)) {
+      this.#refuseElsewhere(port, frame)
+      return
+    }
+    route.attach(owner, this.id, port, att.requested)
+    route.frame(port, frame)
+  }
+
+  /**
+   * On the owner: a client of another node attaches (it got its hello and
+   * replay there, and its node relays recorded frames). It takes part in the
+   * holder rules like any client here; repeated attaches are heartbeats.
+   */
+  attachRemote (port: ClientPort, role: Role): void {
+    if (this.#audience.attachment(port) !== undefined) return
+    const att = this.#audience.add(port, role)
+    att.backlog = null
+    att.greeted = true
+    this.#idle.disarm()
+    if (role !== 'controller') return
+    this.#audience.hold(att)
+    this.#audience.announceHolder()
+    this.#control.holderChanged(port, this.#events.committedSeq)
+  }
+
+  /** On a client's node: its owner says whether it holds the session now (what recorded control requests it is shown in full). */
+  remoteHolder (port: ClientPort, holds: boolean): void {
+    const att = this.#audience.attachment(port)
+    if (att === undefined) return
+    if (holds) this.#audience.hold(att)
+    else this.#audience.unhold(att)
+  }
+
+  /** On a client's node: the node its frames went to does not own the session (any more); `frame` is handled anew. */
+  ownerMoved (port: ClientPort, frame: ClientFrame | null): void {
+    void this.refresh().catch(() => {}).then(() => {
+      if (frame !== null && this.#audience.has(port)) this.handleFrame(port, frame)
+    })
+  }
+
+  async #acquire (): Promise<boolean> {
+    const lease = await this.#deps.ownership.acquire(this.id, () => this.fence())
+    if (lease === null) return false
+    try {
+      const fresh = await this.#deps.store.getSession(this.id)
+      if (fresh !== null) this.#adopt(fresh)
+      await this.#events.catchUp(observerFrameOf)
+    } catch (err) {
+      this.#deps.ownership.forget(lease)
+      void this.#deps.ownership.release(lease).catch(() => {})
+      throw err
+    }
+    this.#events.unfence()
+    this.#lease = lease
+    this.#stopFollowing()
+    // Owned here now: no client here is another node's any more.
+    for (const port of this.#audience.ports) this.#deps.route?.detach(port)
+    if (!isFinal(this.#record.status) && this.#cli === null) await this.markLost()
+    this.#promoteHolder()
+    return true
+  }
+
+  /** Takes what another owner saved since this object was loaded. */
+  #adopt (fresh: SessionRecord): void {
+    const r = this.#record
+    r.status = fresh.status
+    r.updated_at = fresh.updated_at
+    r.resumable = fresh.resumable
+    r.exit = fresh.exit
+    r.metadata = fresh.metadata
+    if (fresh.initialize !== undefined) r.initialize = fresh.initialize
+    if (fresh.lost_ranges !== undefined) r.lost_ranges = fresh.lost_ranges
+    r.last_seq = Math.max(r.last_seq, fresh.last_seq)
+  }
+
+  /**
+   * Gives the lease up once the CLI has stopped and everything is stored,
+   * so that any node may start the session next. Kept if a CLI started again meanwhile.
+   */
+  async disown (): Promise<void> {
+    await this.#events.flush(5000)
+    await this.#recordWrite
+    const lease = this.#lease
+    if (lease === null || this.#cli !== null || this.#owning !== null || this.#waiting !== null) return
+    this.#lease = null
+    this.#dropRemotes()
+    // Another node may run it next: clients here follow it through the store.
+    if (this.#audience.size > 0) this.#follow()
+    try {
+      await this.#deps.ownership.release(lease)
+    } catch (err) {
+      // It lapses by itself within SESSION_LEASE_MS.
+      this.#log.warn({ err: (err as Error).message }, 'could not release the session lease')
+    }
+  }
+
+  /**
+   * The store refused a write, or a renewal found the lease taken: another
+   * node owns the session now. The CLI is ended (its output can no longer be
+   * stored), clients are told to reconnect, and the manager forgets this object.
+   */
+  fence (): void {
+    if (this.#gone) return
+    this.#gone = true
+    const lease = this.#lease
+    this.#lease = null
+    if (lease !== null) this.#deps.ownership.forget(lease)
+    this.#log.warn({ epoch: lease?.epoch }, 'session fenced: another node owns it now; its CLI here is stopped')
+    this.#idle.disarm()
+    const cli = this.#cli
+    this.#stopping = true
+    if (cli !== null) void cli.stop()
+    this.#stopFollowing()
+    this.#dropRemotes()
+    this.#audience.endAll('session_moved', 'the session moved to another gateway node: reconnect with ?after=<last seq>')
+    for (const { port, frame } of this.#waiting ?? []) this.#refuseElsewhere(port, frame)
+    this.#waiting = null
+    this.#deps.onFenced(this)
+  }
 
   /** What REST callers see. */
   snapshot (): Record<string, unknown> {
@@ -132,6 +392,7 @@ export class Session {
   /** Starts the CLI (`--resume` once the conversation is stored); `opening` is the holder's initialize that starts it. */
   start (opening?: ControlRequestFrame): GatewayError | null {
     if (this.#cli !== null) return null
+    if (this.#lease === null) return new GatewayError('session_elsewhere')
     const refused = this.#deps.admit()
     if (refused !== null) return refused
     this.#stopping = false
@@ -166,11 +427,38 @@ export class Session {
     await cli.stop()
   }
 
+  /**
+   * Waits (until `deadline`, ms since the epoch) for the turns running now,
+   * and those that start meanwhile, to finish: a node that drains lets its
+   * turns end before it stops their CLIs (SHUTDOWN_GRACE_MS).
+   */
+  async drain (deadline: number): Promise<void> {
+    while (this.#cli !== null && this.#turnsPending > 0 && Date.now() < deadline) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, deadline - Date.now())
+        this.#turnWaiters.push(() => { clearTimeout(timer); resolve() })
+      })
+    }
+  }
+
+  #wakeTurnWaiters (): void {
+    const waiters = this.#turnWaiters
+    this.#turnWaiters = []
+    for (const wake of waiters) wake()
+  }
+
   /** Stops the CLI and waits until every event is stored (gateway shutdown). */
   async close (deadlineMs: number): Promise<void> {
+    this.#stopFollowing()
     await this.stop('shutdown')
     await this.#events.flush(deadlineMs)
     await this.#recordWrite
+    // Any node may take the session at once (the next message resumes it there).
+    const lease = this.#lease
+    if (lease !== null && !this.#gone) {
+      this.#lease = null
+      try { await this.#deps.ownership.release(lease) } catch { /* it lapses by itself */ }
+    }
     this.#events.close()
   }
 
@@ -182,7 +470,7 @@ export class Session {
    * frame and the record are stored (or the store did not answer).
    */
   async markLost (): Promise<void> {
-    if (this.#cli !== null || this.#record.status === 'stopped' || this.#record.status === 'exited') return
+    if (this.#lease === null || this.#cli !== null || this.#record.status === 'stopped' || this.#record.status === 'exited') return
     const info = { code: null, signal: null, stderr_tail: [], reason: 'lost' as const, at: new Date().toISOString() }
     this.#record.exit = info
     this.#setStatus('stopped', { exit: info })
@@ -210,12 +498,15 @@ export class Session {
   async attach (port: ClientPort, options: { role: Role, after?: number | undefined, onHello?: () => void }): Promise<void> {
     const att = this.#audience.add(port, options.role)
     this.#idle.disarm()
+    this.#follow()
     const upTo = this.#events.committedSeq
     const wait = { waitMs: this.#deps.limits.resumeWaitMs, gone: () => !this.#audience.has(port) }
     const { from, resume, oldest, missing } = await resumePoint(this.#events, options.after, upTo, wait)
     if (!this.#audience.has(port)) return
-    // A client about to be ended (no replay possible yet) never takes the session from its holder.
-    if (options.role === 'controller' && resume !== 'unavailable') this.#audience.hold(att)
+    // A client about to be ended (no replay possible yet) never takes the session from its holder;
+    // nor does one here while another node runs the CLI (its frames could not reach it).
+    const elsewhere = this.#lease === null && !isFinal(this.#record.status)
+    if (options.role === 'controller' && resume !== 'unavailable' && !elsewhere) this.#audience.hold(att)
     const holder = this.#audience.holder
     this.#audience.send(port, gatewayFrame('hello', {
       session_id: this.id,
@@ -236,14 +527,18 @@ export class Session {
       return
     }
     att.greeted = true
-    if (options.role === 'controller') this.#audience.announceHolder(att)
+    if (options.role === 'controller' && !elsewhere) this.#audience.announceHolder(att)
+    // Running on another node: this client joins that node's session (its frames go there, the holder rules are its).
+    if (elsewhere) void this.#routeClient(port, options.role)
     options.onHello?.()
     const noticedUpTo = await replay(att, from, upTo, { events: this.#events, audience: this.#audience, log: this.#log, wait })
     if (noticedUpTo !== null && this.#audience.holder === att) this.#control.holderChanged(att.port, noticedUpTo)
   }
 
   detach (port: ClientPort): void {
+    this.#deps.route?.detach(port)
     const next = this.#audience.remove(port)
+    if (this.#audience.size === 0) this.#stopFollowing()
     if (next !== undefined) {
       this.#audience.announceHolder()
       // Only what it was sent as notices: later frames reach it live as the holder's. A client
@@ -260,6 +555,22 @@ export class Session {
    */
   handleFrame (port: ClientPort, frame: ClientFrame): void {
     if (frame.type === 'keep_alive') return
+    if (this.#waiting !== null) { this.#waiting.push({ port, frame }); return }
+    // While the lease is being taken, frames wait for it (own() hands them on, in order).
+    if (this.#owning !== null) { this.#waiting = [{ port, frame }]; return }
+    if (this.#lease === null && this.#cli === null) {
+      // A client routed to the node that runs the CLI: everything it sends goes there.
+      if (this.#deps.route?.frame(port, frame) === true) return
+      if (startsCli(frame)) {
+        // The CLI may start only on the node that holds the lease: take it first, holding
+        // this and every later frame (any client's) in order until that is settled.
+        this.#waiting = [{ port, frame }]
+        this.own().catch((err: unknown) => {
+          this.#log.warn({ err: (err as Error).message }, 'could not take the session lease')
+        })
+        return
+      }
+    }
     if (frame.type === 'control_request') { this.#control.clientRequest(port, frame, this.#audience.isHolder(port)); return }
     const fail = (code: ErrorCode, message?: string, extra: Record<string, unknown> = {}): void =>
       this.#audience.send(port, errorFrame(code, message ?? errorTable[code].message, extra))
@@ -293,6 +604,14 @@ export class Session {
     }
     const result = this.answer(frame.response.request_id, frame.response, port.id)
     if (!result.ok) fail(result.code, result.message, { request_id: frame.response.request_id })
+  }
+
+  /** A frame that needs the CLI while another node runs it (or the lease could not be taken). */
+  #refuseElsewhere (port: ClientPort, frame: ClientFrame): void {
+    const { message } = errorTable.session_elsewhere
+    this.#audience.send(port, frame.type === 'control_request'
+      ? controlErrorFrame(frame.request_id, 'session_elsewhere', message)
+      : errorFrame('session_elsewhere', message))
   }
 
   /** Answers a pending CLI control request (WebSocket holder or HTTP). First valid answer wins. */
@@ -343,6 +662,7 @@ export class Session {
         break
       case 'result':
         this.#turnsPending = Math.max(0, this.#turnsPending - 1)
+        if (this.#turnsPending === 0) this.#wakeTurnWaiters()
         this.#events.push((s) => withSeq(line, msg, s))
         this.#armIdle()
         return
@@ -375,10 +695,13 @@ export class Session {
     const stopped = this.#stopping
     this.#stopping = false
     this.#turnsPending = 0
+    this.#wakeTurnWaiters()
     this.#control.cliExited()
+    if (this.#gone) return
     const info = exitInfo(exit, stopped)
     this.#record.exit = info
     this.#setStatus(stopped ? 'stopped' : 'exited', { exit: info })
+    void this.disown()
   }
 
   /** Carries out what the control plane decided, in the order it decided it. */
@@ -413,13 +736,27 @@ export class Session {
 
   /** Saves the record; writes are chained so they land in order. */
   #persist (): void {
+    const lease = this.#lease
+    // Only the owner writes the record (a node following a session elsewhere never does).
+    if (lease === null) return
     this.#record.last_seq = this.#events.lastSeq
     const lost = this.#events.lostRanges
     if (lost.length > 0) this.#record.lost_ranges = lost
     const copy = structuredClone(this.#record)
     this.#recordWrite = this.#recordWrite
-      .then(() => this.#deps.store.putSession(copy))
-      .catch((err: unknown) => this.#log.warn({ err }, 'saving session record failed'))
+      .then(async () => {
+        try {
+          await this.#deps.store.putSession(copy, lease)
+        } catch (err) {
+          // As for appends: a lease that merely lapsed is taken back and the write tried once more.
+          if (!(err instanceof FencedError) || !(await this.#deps.ownership.reclaim(lease))) throw err
+          await this.#deps.store.putSession(copy, lease)
+        }
+      })
+      .catch((err: unknown) => {
+        if (err instanceof FencedError) this.fence()
+        else this.#log.warn({ err }, 'saving session record failed')
+      })
   }
 
   #writeCli (message: Record<string, unknown>): void {
@@ -432,4 +769,9 @@ export class Session {
     const busy = this.#cli === null || this.#stopping || this.#audience.size > 0 || this.#turnsPending > 0 || this.#control.pendingCount > 0
     this.#idle.arm(busy)
   }
+}
+
+/** Client frames that start a stopped CLI (a user message, the holder's initialize). */
+function startsCli (frame: ClientFrame): boolean {
+  return frame.type === 'user' || (frame.type === 'control_request' && isRecord(frame.request) && frame.request.subtype === 'initialize')
 }

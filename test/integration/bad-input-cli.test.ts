@@ -79,7 +79,7 @@ describe('CLI processes that end badly', () => {
     assert.ok(session.exit.stderr_tail.some((l: string) => l.includes('simulated crash at start')))
     assert.equal(session.pid, null)
     assert.ok(!processAlive(created.pid))
-    assert.ok(!existsSync(join(gw.dataDir, 'pids', `${created.id}.pid`)))
+    assert.ok(!existsSync(join(gw.dataDir, 'pids', `${created.id}.${process.pid}.pid`)), 'the pid file goes with the CLI')
     // A client attaching later is told, and the gateway is fine.
     const c = await gw.connect(created.id, 'after=0')
     t.after(() => c.terminate())

@@ -13,6 +13,7 @@ import { SignJWT, UnsecuredJWT, exportSPKI, generateKeyPair } from 'jose'
 import { JwtAuthenticator } from '../../src/auth/jwt.js'
 import { StaticTokens, bearerToken } from '../../src/auth/static-tokens.js'
 import { TicketBook } from '../../src/auth/tickets.js'
+import { MemoryStore } from '../../src/store/memory.js'
 import { buildCliEnv } from '../../src/cli/cli-env.js'
 import { ConfigError, loadConfig, parseTokens, parseTrustProxy } from '../../src/config.js'
 import { isLoopback } from '../../src/net/loopback.js'
@@ -27,27 +28,39 @@ const hs = (claims: Record<string, unknown>, exp: string | number | null = '5m',
 }
 
 describe('TicketBook', () => {
-  it('redeems a ticket once, for its session only, until exactly its TTL', () => {
+  it('redeems a ticket once, for its session only, until exactly its TTL, on any node sharing the store', async () => {
     let now = 1_000_000
-    const book = new TicketBook({ ttlMs: 30_000, now: () => now })
+    const store = new MemoryStore({ retention: { maxEventsPerSession: 10, ttlSecondsAfterEnd: 0 }, now: () => now })
+    const claimOnce = async (key: string, ttlMs: number): Promise<boolean> => await store.claimOnce(key, ttlMs)
+    const book = new TicketBook({ ttlMs: 30_000, secret: 'shared-secret', claimOnce, now: () => now })
+    const otherNode = new TicketBook({ ttlMs: 30_000, secret: 'shared-secret', claimOnce, now: () => now })
     const a = book.issue('tenant-a', 's1')
-    assert.match(a.ticket, /^[A-Za-z0-9_-]{32}$/)
+    assert.match(a.ticket, /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/)
     assert.equal(a.expires_at, new Date(now + 30_000).toISOString())
-    assert.equal(book.redeem(a.ticket, 's1'), 'tenant-a')
-    assert.equal(book.redeem(a.ticket, 's1'), null, 'single use')
+    assert.equal(await otherNode.redeem(a.ticket, 's1'), 'tenant-a', 'issued on one node, redeemed on another')
+    assert.equal(await book.redeem(a.ticket, 's1'), null, 'single use, across nodes')
 
     const b = book.issue('tenant-a', 's1')
-    assert.equal(book.redeem(b.ticket, 's2'), null, 'another session')
-    assert.equal(book.redeem(b.ticket, 's1'), null, 'spent by the failed attempt')
+    assert.equal(await book.redeem(b.ticket, 's2'), null, 'another session')
+    assert.equal(await book.redeem(b.ticket, 's1'), null, 'spent by the failed attempt')
 
     const c = book.issue('tenant-a', 's1')
     now += 29_999
-    assert.equal(book.redeem(c.ticket, 's1'), 'tenant-a', 'valid 1 ms before its TTL')
+    assert.equal(await book.redeem(c.ticket, 's1'), 'tenant-a', 'valid 1 ms before its TTL')
     const d = book.issue('tenant-a', 's1')
     now += 30_000
-    assert.equal(book.redeem(d.ticket, 's1'), null, 'dead at its TTL')
-    assert.equal(book.redeem('', 's1'), null)
-    assert.equal(book.redeem('made-up', 's1'), null)
+    assert.equal(await book.redeem(d.ticket, 's1'), null, 'dead at its TTL')
+    assert.equal(await book.redeem('', 's1'), null)
+    assert.equal(await book.redeem('made-up', 's1'), null)
+
+    // Forged: another secret, or the grant changed under its MAC.
+    const e = book.issue('tenant-a', 's1')
+    const stranger = new TicketBook({ ttlMs: 30_000, secret: 'another-secret', claimOnce, now: () => now })
+    assert.equal(await stranger.redeem(e.ticket, 's1'), null)
+    const [body, mac] = e.ticket.split('.') as [string, string]
+    const forged = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(body, 'base64url').toString()), t: 'tenant-b' })).toString('base64url')
+    assert.equal(await book.redeem(`${forged}.${mac}`, 's1'), null)
+    assert.equal(await book.redeem(e.ticket, 's1'), 'tenant-a', 'the genuine ticket was not spent by forgeries')
     const tickets = new Set(Array.from({ length: 200 }, () => book.issue('t', 's').ticket))
     assert.equal(tickets.size, 200)
   })

@@ -1,0 +1,21 @@
+/**
+ * Tells whether a lease holder is a gateway of this host that is gone: its
+ * NODE_ID has the default form `<this hostname>-<pid>` and no process has
+ * that pid now. A gateway restarted under a new pid then takes its previous
+ * process's sessions over at once instead of waiting SESSION_LEASE_MS. A pid
+ * reused by another process reads as alive: the lease just lapses, safely.
+ */
+import { defaultNodeId } from '../config/settings.js'
+
+export function isDeadLocalNode (node: string): boolean {
+  const dash = node.lastIndexOf('-')
+  const pid = Number(node.slice(dash + 1))
+  if (dash < 0 || !Number.isInteger(pid) || pid <= 1 || pid === process.pid) return false
+  if (node !== defaultNodeId(pid)) return false
+  try {
+    process.kill(pid, 0)
+    return false
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH'
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * Holds this node's session leases: takes them, renews all of them on one
+ * timer (a third of SESSION_LEASE_MS, so two renewals may fail before one
+ * lapses), and tells a session the moment it is fenced: a renewal answered
+ * "no" means another node acquired the session since, and this node must stop
+ * its CLI and write nothing more. A renewal that fails because the store does
+ * not answer is tried again at the next tick: the append fencing in the store
+ * still stops a stale writer, whatever this node believes.
+ */
+import type { Logger } from 'pino'
+import type { Lease, SessionLeases } from '../store/store.js'
+
+export interface LeaseKeeperOptions {
+  leases: SessionLeases
+  /** This node's NODE_ID. */
+  node: string
+  /** SESSION_LEASE_MS. */
+  ttlMs: number
+  logger: Logger
+}
+
+interface Kept {
+  lease: Lease
+  onFenced: () => void
+}
+
+export class LeaseKeeper {
+  readonly #o: LeaseKeeperOptions
+  readonly #kept = new Map<string, Kept>()
+  #timer: NodeJS.Timeout | null = null
+  #renewing = false
+
+  constructor (options: LeaseKeeperOptions) {
+    this.#o = options
+  }
+
+  get node (): string { return this.#o.node }
+  get ttlMs (): number { return this.#o.ttlMs }
+  /** Leases held now. */
+  get size (): number { return this.#kept.size }
+
+  /**
+   * Takes the session's lease for this node and keeps it renewed until
+   * `release`; null when another live node holds it. `takeFrom` names a
+   * node known to be dead whose lease may be taken over at once.
+   */
+  async acquire (sessionId: string, onFenced: () => void, takeFrom?: string): Promise<Lease | null> {
+    const lease = await this.#o.leases.acquire(sessionId, this.#o.node, this.#o.ttlMs, takeFrom === undefined ? {} : { takeFrom })
+    if (lease === null) return null
+    this.#kept.set(sessionId, { lease, onFenced })
+    this.#arm()
+    return lease
+  }
+
+  /** Stops renewing and gives the lease up in the store (if still this one). */
+  async release (lease: Lease): Promise<void> {
+    const kept = this.#kept.get(lease.sessionId)
+    if (kept !== undefined && kept.lease.epoch === lease.epoch) this.#kept.delete(lease.sessionId)
+    await this.#o.leases.release(lease)
+  }
+
+  /** Stops renewing without releasing (the session was fenced: the lease is not ours any more). */
+  forget (lease: Lease): void {
+    const kept = this.#kept.get(lease.sessionId)
+    if (kept !== undefined && kept.lease.epoch === lease.epoch) this.#kept.delete(lease.sessionId)
+  }
+
+  close (): void {
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#timer = null
+  }
+
+  #arm (): void {
+    if (this.#timer !== null) return
+    this.#timer = setInterval(() => { void this.#renewAll() }, Math.max(50, Math.floor(this.#o.ttlMs / 3)))
+    this.#timer.unref()
+  }
+
+  async #renewAll (): Promise<void> {
+    if (this.#renewing) return
+    this.#renewing = true
+    try {
+      await Promise.all([...this.#kept.values()].map(async (kept) => {
+        let held: boolean
+        try {
+          held = await this.#o.leases.renew(kept.lease, this.#o.ttlMs)
+        } catch (err) {
+          this.#o.logger.warn({ session: kept.lease.sessionId, err: (err as Error).message }, 'lease renewal failed; trying again')
+          return
+        }
+        if (held || this.#kept.get(kept.lease.sessionId) !== kept) return
+        this.#kept.delete(kept.lease.sessionId)
+        this.#o.logger.warn({ session: kept.lease.sessionId, epoch: kept.lease.epoch }, 'session lease taken by another node: stopping here')
+        kept.onFenced()
+      }))
+    } finally {
+      this.#renewing = false
+      if (this.#kept.size === 0 && this.#timer !== null) {
+        clearInterval(this.#timer)
+        this.#timer = null
+      }
+    }
+  }
+}

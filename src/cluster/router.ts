@@ -1,0 +1,213 @@
+/**
+ * Routes client frames between gateway nodes through the store's node bus,
+ * so a client may connect to any node: the node that holds a session's
+ * lease (its owner) runs the CLI and decides everything (holder, pending
+ * prompts, first answer wins), exactly as on one node; a client on another
+ * node is one more client of that owner's session, a `RemotePort`.
+ *
+ * - Client side (the node the client reached): `attach`, `frame`, `detach`
+ *   post to the owner's inbox. The client's live frames do not travel on the
+ *   bus: its node follows the session's log in the store (EventFeed) and
+ *   relays them itself. Attachments are repeated every `heartbeatMs`, so an
+ *   owner forgets clients of a node that died.
+ * - Owner side: each message is handed to the owned session; what the session
+ *   sends a remote client (errors, control responses, holder changes, a
+ *   prompt redelivered to a new holder) goes back to the client's node.
+ *
+ * Messages are JSON objects, `k` naming the kind; docs/SCALING.md lists them.
+ */
+import type { Logger } from 'pino'
+import type { ClientPort, Role } from '../session/audience.js'
+import type { ClientFrame } from '../protocol/client-frames.js'
+import type { NodeBus } from '../store/store.js'
+import { RemotePort } from './remote-port.js'
+
+/** What the router needs of the sessions on this node. */
+export interface RoutedSession {
+  readonly owned: boolean
+  attachRemote: (port: ClientPort, role: Role) => void
+  detach: (port: ClientPort) => void
+  handleFrame: (port: ClientPort, frame: ClientFrame) => void
+  /** The owner says a client here holds (or no longer holds) the session. */
+  remoteHolder: (port: ClientPort, holds: boolean) => void
+  /** The node this session's frames went to does not own it: handle `frame` here again (it may have stopped). */
+  ownerMoved: (port: ClientPort, frame: ClientFrame | null) => void
+}
+
+export interface ClusterRouterOptions {
+  bus: NodeBus
+  node: string
+  logger: Logger
+  /** A session loaded on this node, if any. */
+  find: (sessionId: string) => RoutedSession | undefined
+  /** How often a client's attachment is repeated to its owner; an owner forgets it after three missed. */
+  heartbeatMs: number
+}
+
+type Message =
+  | { k: 'attach', s: string, c: string, n: string, r: Role }
+  | { k: 'detach', s: string, c: string }
+  | { k: 'frame', s: string, c: string, n: string, r: Role, f: ClientFrame }
+  | { k: 'send', s: string, c: string, f: string }
+  | { k: 'moved', s: string, c: string, f: ClientFrame | null }
+
+interface LocalClient { sessionId: string, port: ClientPort, owner: string, role: Role }
+interface Remote { port: RemotePort, sessionId: string, seen: number }
+
+export class ClusterRouter {
+  readonly #o: ClusterRouterOptions
+  /** Clients of this node attached to sessions owned elsewhere, by client id. */
+  readonly #local = new Map<string, LocalClient>()
+  /** Clients of other nodes attached to sessions owned here, by client id. */
+  readonly #remote = new Map<string, Remote>()
+  #timer: NodeJS.Timeout | null = null
+
+  constructor (options: ClusterRouterOptions) {
+    this.#o = options
+  }
+
+  get node (): string { return this.#o.node }
+
+  async start (): Promise<void> {
+    await this.#o.bus.start(this.#o.node, (text) => { this.#receive(text) })
+    this.#timer = setInterval(() => { this.#heartbeat() }, this.#o.heartbeatMs)
+    this.#timer.unref()
+  }
+
+  async close (): Promise<void> {
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#timer = null
+    await this.#o.bus.close()
+  }
+
+  // ---- the client's node ----
+
+  /** Makes `port` a client of the session owned by `owner`. */
+  attach (owner: string, sessionId: string, port: ClientPort, role: Role): void {
+    this.#local.set(port.id, { sessionId, port, owner, role })
+    this.#post(owner, { k: 'attach', s: sessionId, c: port.id, n: this.#o.node, r: role })
+  }
+
+  /** Sends a frame of `port`'s to the owner it is attached to; false when it is attached to none. */
+  frame (port: ClientPort, frame: ClientFrame): boolean {
+    const local = this.#local.get(port.id)
+    if (local === undefined) return false
+    this.#post(local.owner, { k: 'frame', s: local.sessionId, c: port.id, n: this.#o.node, r: local.role, f: frame })
+    return true
+  }
+
+  detach (port: ClientPort): void {
+    const local = this.#local.get(port.id)
+    if (local === undefined) return
+    this.#local.delete(port.id)
+    this.#post(local.owner, { k: 'detach', s: local.sessionId, c: port.id })
+  }
+
+  /** True while `port` is attached to a session owned elsewhere. */
+  isRouted (port: ClientPort): boolean { return this.#local.has(port.id) }
+
+  // ---- the owner's node ----
+
+  /** Drops the remote clients of a session this node stopped owning (they attach again where it runs next). */
+  dropRemote (sessionId: string): void {
+    for (const [id, remote] of this.#remote) if (remote.sessionId === sessionId) this.#remote.delete(id)
+  }
+
+  #receive (text: string): void {
+    let message: Message
+    try {
+      message = JSON.parse(text) as Message
+    } catch {
+      this.#o.logger.warn({ preview: text.slice(0, 200) }, 'node bus message is not JSON; dropped')
+      return
+    }
+    try {
+      this.#dispatch(message)
+    } catch (err) {
+      this.#o.logger.error({ err, kind: message.k }, 'node bus message failed')
+    }
+  }
+
+  #dispatch (m: Message): void {
+    switch (m.k) {
+      case 'attach': {
+        const session = this.#owned(m.s)
+        if (session === null) { this.#post(m.n, { k: 'moved', s: m.s, c: m.c, f: null }); return }
+        this.#remotePort(m.s, m.c, m.n, m.r, session)
+        return
+      }
+      case 'frame': {
+        const session = this.#owned(m.s)
+        if (session === null) { this.#post(m.n, { k: 'moved', s: m.s, c: m.c, f: m.f }); return }
+        session.handleFrame(this.#remotePort(m.s, m.c, m.n, m.r, session), m.f)
+        return
+      }
+      case 'detach': {
+        const remote = this.#remote.get(m.c)
+        if (remote === undefined) return
+        this.#remote.delete(m.c)
+        this.#o.find(m.s)?.detach(remote.port)
+        return
+      }
+      case 'send': {
+        const local = this.#local.get(m.c)
+        if (local === undefined) return
+        const holder = holderChange(m.f)
+        if (holder !== null) this.#o.find(m.s)?.remoteHolder(local.port, holder)
+        local.port.send(m.f)
+        return
+      }
+      case 'moved': {
+        const local = this.#local.get(m.c)
+        if (local === undefined) return
+        this.#local.delete(m.c)
+        this.#o.find(m.s)?.ownerMoved(local.port, m.f)
+      }
+    }
+  }
+
+  #owned (sessionId: string): RoutedSession | null {
+    const session = this.#o.find(sessionId)
+    return session?.owned === true ? session : null
+  }
+
+  /** The owner's port for a client of another node, attached on first sight (an attach may have been lost). */
+  #remotePort (sessionId: string, client: string, node: string, role: Role, session: RoutedSession): RemotePort {
+    const known = this.#remote.get(client)
+    if (known !== undefined && known.sessionId === sessionId) {
+      known.seen = Date.now()
+      return known.port
+    }
+    const port = new RemotePort(client, (frame) => { this.#post(node, { k: 'send', s: sessionId, c: client, f: frame }) })
+    this.#remote.set(client, { port, sessionId, seen: Date.now() })
+    session.attachRemote(port, role)
+    return port
+  }
+
+  #heartbeat (): void {
+    for (const [id, local] of this.#local) this.#post(local.owner, { k: 'attach', s: local.sessionId, c: id, n: this.#o.node, r: local.role })
+    const expired = Date.now() - 3 * this.#o.heartbeatMs
+    for (const [id, remote] of this.#remote) {
+      if (remote.seen >= expired) continue
+      this.#remote.delete(id)
+      this.#o.find(remote.sessionId)?.detach(remote.port)
+    }
+  }
+
+  #post (node: string, message: Message): void {
+    this.#o.bus.send(node, JSON.stringify(message)).catch((err: unknown) => {
+      this.#o.logger.warn({ to: node, kind: message.k, err: (err as Error).message }, 'node bus send failed')
+    })
+  }
+}
+
+/** For a `holder` gateway frame: whether it tells its client that it holds the session; else null. */
+function holderChange (frame: string): boolean | null {
+  if (!frame.includes('"holder"')) return null
+  try {
+    const parsed = JSON.parse(frame) as Record<string, unknown>
+    return parsed.type === 'gateway' && parsed.subtype === 'holder' ? parsed.role === 'controller' : null
+  } catch {
+    return null
+  }
+}

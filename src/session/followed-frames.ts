@@ -1,0 +1,33 @@
+/**
+ * What a node learns from the frames of a session it follows but does not
+ * own (appended by another node, read back from the store): the observer
+ * rendering of a CLI control request, and status changes. Only frames that
+ * can be one of these are parsed; the text check is a cheap pre-filter.
+ */
+import type { StoredEvent } from '../store/store.js'
+import { isRecord } from '../protocol/is-record.js'
+import { pendingNotice } from './frames.js'
+
+/** The `request_pending` notice observers get instead of a stored CLI control_request, else undefined. */
+export function observerFrameOf (event: StoredEvent): string | undefined {
+  if (!event.frame.includes('"control_request"')) return undefined
+  const parsed = parse(event.frame)
+  if (parsed?.type !== 'control_request') return undefined
+  return pendingNotice(event.seq, String(parsed.request_id), isRecord(parsed.request) ? parsed.request : {})
+}
+
+/** A stored gateway `status` frame's fields, else null. */
+export function statusOf (event: StoredEvent): Record<string, unknown> | null {
+  if (!event.frame.includes('"status"')) return null
+  const parsed = parse(event.frame)
+  return parsed?.type === 'gateway' && parsed.subtype === 'status' ? parsed : null
+}
+
+function parse (frame: string): Record<string, unknown> | null {
+  try {
+    const value: unknown = JSON.parse(frame)
+    return isRecord(value) ? value : null
+  } catch {
+    return null
+  }
+}

@@ -1,0 +1,313 @@
+/**
+ * Several gateway nodes on one Redis (issue 15): real gateway processes
+ * sharing a key prefix and a data volume, each with its own NODE_ID, and a
+ * short SESSION_LEASE_MS (1.5 s) so that a dead node's sessions lapse within
+ * the test. Clients on any node see the same log; only the lease holder runs
+ * the CLI and writes; a node killed or frozen past its lease loses its
+ * sessions to the others, which record them as `lost` and resume them.
+ *
+ * Every suite runs twice: on one Redis (TEST_REDIS_URL, default
+ * redis://127.0.0.1:6379, a unique prefix per suite) and on a private
+ * three-master Redis Cluster (skipped, saying why, without redis-cli).
+ */
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { Cluster, Redis } from 'ioredis'
+import { type Frame, isError, isHello, isPrompt, isResult, isStatus } from '../support/frames.js'
+import { TOKEN_A, TestClient, eventually, processAlive } from '../support/gateway.js'
+import { type GatewayNodes, startNodes } from '../support/gateway-nodes.js'
+import { type RedisCluster, redisClusterMissing, startRedisCluster } from '../support/redis-cluster.js'
+import { REDIS_URL } from '../support/redis-server.js'
+
+/** The frames with a seq, as received (text), from `fromSeq` on. */
+function seqFrames (client: TestClient, fromSeq = 1): string[] {
+  return client.raw.filter((_, i) => typeof client.frames[i].seq === 'number' && client.frames[i].seq >= fromSeq)
+}
+
+const isLost = (f: Frame): boolean => isStatus('stopped')(f) && f.exit?.reason === 'lost'
+const textOf = (f: Frame): string => f.type === 'assistant' ? f.message.content.map((b: any) => b.text ?? '').join('') : ''
+
+/** Where the nodes keep their store: one Redis, or a Redis Cluster. */
+interface Backend {
+  name: string
+  skip: string | false
+  url: () => Promise<string>
+  cluster: boolean
+}
+
+let redisCluster: Promise<RedisCluster> | null = null
+after(async () => { if (redisCluster !== null) await (await redisCluster).stop() })
+const clusterMissing = redisClusterMissing()
+const BACKENDS: Backend[] = [
+  { name: 'one Redis', skip: false, url: async () => REDIS_URL, cluster: false },
+  { name: 'a Redis Cluster', skip: clusterMissing ?? false, url: async () => (await (redisCluster ??= startRedisCluster())).url, cluster: true }
+]
+
+/** Every stored frame of the session, in stream order, parsed. */
+async function storedLog (nodes: GatewayNodes, sessionId: string): Promise<Frame[]> {
+  const url = new URL(nodes.redisUrl)
+  const redis = nodes.cluster ? new Cluster([{ host: url.hostname, port: Number(url.port) }]) : new Redis(nodes.redisUrl)
+  try {
+    const entries = await redis.xrange(`${nodes.prefix}{${sessionId}}:events`, '-', '+')
+    return entries.map(([id, fields]) => ({ id, ...JSON.parse(fields[1] as string) }))
+  } finally {
+    redis.disconnect()
+  }
+}
+
+function assertContiguous (log: Frame[]): void {
+  log.forEach((f, i) => {
+    assert.equal(f.seq, i + 1, `seq ${i + 1} is at index ${i} of the stored log`)
+    assert.equal(f.id, `${f.seq}-0`)
+  })
+}
+
+for (const backend of BACKENDS) {
+  describe(`three gateway nodes on ${backend.name}`, { timeout: 60_000, skip: backend.skip }, () => {
+    let cluster: GatewayNodes
+    before(async () => { cluster = await startNodes({ count: 3, redisUrl: await backend.url(), cluster: backend.cluster }) })
+    after(async () => { await cluster.close() })
+
+    it('clients on every node see the same frames with the same seqs; only the owner takes input', async () => {
+      const [a, b, c] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0], typeof cluster.nodes[0]]
+      const created = await a.create()
+      const holder = await a.connect(created.id, 'after=0')
+      const onB = await b.connect(created.id, 'after=0&role=observer')
+      const onC = await c.connect(created.id, 'after=0&role=observer')
+      const hello = await holder.waitFor(isHello)
+      assert.equal(hello.role, 'controller')
+      for (const other of [onB, onC]) {
+        const h = await other.waitFor(isHello)
+        assert.equal(h.role, 'observer', 'a client on a node that does not run the CLI observes')
+      }
+      holder.sendUser('burst 300 40')
+      const result = await holder.waitFor(isResult)
+      await onB.waitFor((f) => f.seq === result.seq)
+      await onC.waitFor((f) => f.seq === result.seq)
+      const expected = seqFrames(holder)
+      assert.ok(expected.length > 300)
+      assert.deepEqual(seqFrames(onB).slice(0, expected.length), expected, 'node B relays the identical frames')
+      assert.deepEqual(seqFrames(onC).slice(0, expected.length), expected, 'node C relays the identical frames')
+      assertContiguous(await storedLog(cluster, created.id))
+
+      // An observer's prompt, on whichever node, is refused by the owner.
+      onB.sendUser('echo from b')
+      await onB.waitFor(isError('not_holder'))
+      assert.equal(cluster.argvDumps(created.id).length, 1, 'one CLI was ever started')
+    })
+
+    it('a holder on another node runs turns and answers a prompt raised on the owner; a later answer through a third node is refused', async () => {
+      const [a, b, c] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0], typeof cluster.nodes[0]]
+      const created = await a.create()
+      const onA = await a.connect(created.id, 'after=0')
+      await onA.waitFor(isHello)
+      const onB = await b.connect(created.id, 'after=0')
+      await onB.waitFor(isHello)
+      // The newest controller holds the session, whichever node it reached.
+      await onB.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller')
+      await onA.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'observer')
+
+      onB.sendUser('ask Bash touch from-b.txt')
+      const prompt = await onB.waitFor(isPrompt)
+      assert.equal(prompt.request.tool_name, 'Bash')
+      const notice = await onA.waitFor((f) => f.type === 'gateway' && f.subtype === 'request_pending' && f.seq === prompt.seq)
+      assert.equal(notice.request_id, prompt.request_id, 'an observer on the owner sees the same prompt as a notice')
+      onB.send({ type: 'control_response', response: { subtype: 'success', request_id: prompt.request_id, response: { behavior: 'allow', updatedInput: prompt.request.input } } })
+      const resolved = await onA.waitFor((f) => f.type === 'gateway' && f.subtype === 'permission_resolved' && f.request_id === prompt.request_id)
+      assert.equal(resolved.by, onB.frames.find(isHello).client_id, 'answered by the client on node B')
+      await onB.waitFor(isResult, 10_000, onB.frames.indexOf(prompt))
+
+      // A client on C takes the session and answers the same prompt again: too late, cluster-wide.
+      const onC = await c.connect(created.id, 'after=0')
+      await onC.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller')
+      onC.send({ type: 'control_response', response: { subtype: 'success', request_id: prompt.request_id, response: { behavior: 'deny', message: 'no' } } })
+      await onC.waitFor(isError('already_resolved'))
+      assert.equal(onA.frames.filter((f) => f.subtype === 'permission_resolved' && f.request_id === prompt.request_id).length, 1)
+      assert.equal(cluster.argvDumps(created.id).length, 1, 'one CLI, on the owner')
+    })
+
+    it('a WebSocket ticket issued by one node opens a socket on another, once', async () => {
+      const [a, b, c] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0], typeof cluster.nodes[0]]
+      const created = await a.create()
+      const res = await fetch(`${a.url}/v1/sessions/${created.id}/ws-ticket`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN_A}` } })
+      assert.equal(res.status, 201)
+      const { ticket } = await res.json() as { ticket: string }
+      const opened = await TestClient.open(`${b.wsUrl}/v1/sessions/${created.id}/ws?ticket=${encodeURIComponent(ticket)}`, {})
+      try {
+        assert.equal((await opened.waitFor(isHello)).session_id, created.id)
+      } finally {
+        opened.terminate()
+      }
+      await assert.rejects(TestClient.open(`${c.wsUrl}/v1/sessions/${created.id}/ws?ticket=${encodeURIComponent(ticket)}`, {}),
+        (err: any) => err.statusCode === 401, 'spent on node B: refused on node C')
+    })
+
+    it('a session stopped on one node resumes on the node the next message reaches', async () => {
+      const [a, b] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]]
+      const created = await a.create()
+      const first = await a.connect(created.id, 'after=0')
+      await first.waitFor(isHello)
+      first.sendUser('echo one')
+      await first.waitFor(isResult)
+      const stop = await fetch(`${a.url}/v1/sessions/${created.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN_A}` } })
+      assert.ok(stop.status < 300, `stop answered ${stop.status}`)
+      const stopped = await first.waitFor(isStatus('stopped'))
+
+      const onB = await b.connect(created.id, 'after=0')
+      const hello = await onB.waitFor(isHello)
+      assert.equal(hello.role, 'controller', 'nobody runs it: a client anywhere may take it')
+      await onB.waitFor((f) => f.seq === stopped.seq) // the replay is done
+      const from = onB.frames.length
+      onB.sendUser('echo two')
+      const result = await onB.waitFor(isResult, 10_000, from)
+      assert.equal(result.is_error, false)
+      const dumps = cluster.argvDumps(created.id)
+      assert.equal(dumps.length, 2)
+      assert.ok(dumps[1]?.argv.includes('--resume'), 'the second CLI resumes the conversation')
+      // Node A's client follows the session to its new node.
+      await first.waitFor((f) => f.seq === result.seq)
+      assert.deepEqual(seqFrames(first), seqFrames(onB))
+      assertContiguous(await storedLog(cluster, created.id))
+    })
+  })
+
+  describe(`a gateway node that dies or freezes (${backend.name})`, { timeout: 60_000, skip: backend.skip }, () => {
+    let cluster: GatewayNodes
+    before(async () => { cluster = await startNodes({ count: 3, redisUrl: await backend.url(), cluster: backend.cluster }) })
+    after(async () => { await cluster.close() })
+
+    it('kill -9 of the owner mid-turn is recorded as lost, and the next message resumes on another node with earlier turns intact', async () => {
+      const [a, b] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]]
+      const created = await a.create()
+      const holder = await a.connect(created.id, 'after=0')
+      await holder.waitFor(isHello)
+      holder.sendUser('echo first turn')
+      const firstResult = await holder.waitFor(isResult)
+      holder.sendUser('slow 50 100')
+      await holder.waitFor((f) => textOf(f).startsWith('slow #'))
+      // A controller on B takes the session over from A's client (routed to A), mid-turn.
+      const onB = await b.connect(created.id, 'after=0')
+      await onB.waitFor(isHello)
+      await onB.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller')
+      await a.kill()
+
+      // Within the lease, a surviving node records the end in the session's own log.
+      const lost = await onB.waitFor(isLost, 15_000)
+      const log = await storedLog(cluster, created.id)
+      assertContiguous(log)
+      assert.equal(log[log.length - 1]?.seq, lost.seq, 'the lost status is the last stored frame')
+      assert.deepEqual(seqFrames(holder), seqFrames(onB).slice(0, seqFrames(holder).length), 'what node A relayed before it died is what B replays')
+
+      // The next message, through B, starts the CLI on B with --resume; earlier turns stay in history.
+      assert.equal(onB.frames.filter(isHello).length, 1, 'the same connection all along')
+      const from = onB.frames.length
+      onB.sendUser('echo after the crash')
+      const again = await onB.waitFor(isResult, 10_000, from)
+      assert.ok(again.seq > lost.seq)
+      const dumps = cluster.argvDumps(created.id)
+      assert.equal(dumps.length, 2)
+      assert.ok(dumps[1]?.argv.includes('--resume'))
+      const history = await storedLog(cluster, created.id)
+      assertContiguous(history)
+      assert.ok(history.some((f) => f.seq === firstResult.seq && f.type === 'result'), 'the first turn is still in history')
+    })
+
+    it('an owner frozen past its lease (SIGSTOP) and then continued cannot append, and its clients are told to reconnect', async () => {
+      const [, b, c] = cluster.nodes as [unknown, typeof cluster.nodes[0], typeof cluster.nodes[0]]
+      const created = await b.create()
+      const holder = await b.connect(created.id, 'after=0')
+      const onC = await c.connect(created.id, 'after=0&role=observer')
+      await holder.waitFor(isHello)
+      await onC.waitFor(isHello)
+      holder.sendUser('slow 30 100')
+      await holder.waitFor((f) => textOf(f).startsWith('slow #'))
+      const cliPid = (await b.session(created.id)).body.pid as number
+      assert.ok(Number.isInteger(cliPid))
+      b.child.kill('SIGSTOP')
+      try {
+        // Node C records the session lost once B's lease lapses; B's CLI keeps printing into its pipe meanwhile.
+        await onC.waitFor(isLost, 15_000)
+      } finally {
+        b.child.kill('SIGCONT')
+      }
+      const lostSeq = (onC.frames.find(isLost) as Frame).seq as number
+      // B wakes up, reads what its CLI printed, is refused by the store, and ends the CLI and its clients.
+      assert.equal(await holder.waitClose(15_000), 1012)
+      await eventually(() => !processAlive(cliPid), 10_000, 'the fenced CLI to be stopped')
+      const log = await storedLog(cluster, created.id)
+      assertContiguous(log)
+      assert.equal(log[log.length - 1]?.seq, lostSeq, 'nothing was appended after the lost status')
+      assert.ok(!seqFrames(holder).some((text) => JSON.parse(text).seq > lostSeq), 'B relayed nothing it could not store')
+    })
+  })
+
+  describe(`moving between nodes (${backend.name})`, { timeout: 90_000, skip: backend.skip }, () => {
+    let cluster: GatewayNodes
+    before(async () => { cluster = await startNodes({ count: 3, redisUrl: await backend.url(), cluster: backend.cluster, env: { SHUTDOWN_GRACE_MS: '20000' } }) })
+    after(async () => { await cluster.close() })
+
+    it('a reconnect storm that hops between nodes loses and duplicates nothing', async () => {
+      const [a] = cluster.nodes as [typeof cluster.nodes[0]]
+      const created = await a.create()
+      const holder = await a.connect(created.id, 'after=0')
+      await holder.waitFor(isHello)
+      holder.sendUser('slow 60 25')
+      const seen: number[] = []
+      let hops = 0
+      for (;;) {
+        const node = cluster.nodes[hops % cluster.nodes.length] as typeof cluster.nodes[0]
+        const hopper = await node.connect(created.id, `after=${seen[seen.length - 1] ?? 0}&role=observer`)
+        await hopper.waitFor(isHello)
+        // A few frames on this connection (or the end of the turn), then drop it without a goodbye.
+        await hopper.until(() => hopper.seqFrames.length >= 3 || hopper.frames.some(isResult), 10_000)
+        hopper.terminate()
+        for (const f of hopper.seqFrames) seen.push(f.seq as number)
+        hops++
+        if (hopper.frames.some(isResult)) break
+      }
+      assert.ok(hops >= 10, `hopped ${hops} times during the turn`)
+      const result = await holder.waitFor(isResult)
+      assert.ok(seen.length >= result.seq)
+      assert.deepEqual(seen, Array.from({ length: seen.length }, (_, i) => i + 1), 'every seq once, in order, across all connections')
+    })
+
+    it('a rolling restart of all three nodes during a turn loses no turn and no frame', async () => {
+      const created = await (cluster.nodes[0] as typeof cluster.nodes[0]).create()
+      const seqs: number[] = []
+      const frames: Frame[] = []
+      let client = await (cluster.nodes[1] as typeof cluster.nodes[0]).connect(created.id, 'after=0')
+      await client.waitFor(isHello)
+      await client.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller')
+      client.sendUser('slow 80 100')
+      await client.waitFor((f) => textOf(f).startsWith('slow #'))
+      const collect = (c: TestClient): void => { for (const f of c.seqFrames) { seqs.push(f.seq); frames.push(f) } }
+
+      // Restart C, then B (the client's node: it comes back through C), then A (the owner, mid-turn).
+      for (const index of [2, 1, 0]) {
+        const node = cluster.nodes[index] as typeof cluster.nodes[0]
+        node.child.kill('SIGTERM')
+        if (index === 1) {
+          assert.equal(await client.waitClose(20_000), 1012, 'told to reconnect')
+          collect(client)
+          client = await (cluster.nodes[2] as typeof cluster.nodes[0]).connect(created.id, `after=${seqs[seqs.length - 1] ?? 0}`)
+          await client.waitFor(isHello)
+        }
+        assert.equal(await node.exited, 0, `${node.id} drained and exited cleanly`)
+        cluster.nodes[index] = await cluster.start(node.id)
+      }
+      // The owner finished the turn before it stopped the CLI; the client saw it all through C.
+      const result = await client.waitFor(isResult, 20_000)
+      await client.waitFor((f) => isStatus('stopped')(f) && f.seq > result.seq, 20_000)
+      const from = client.frames.length
+      client.sendUser('echo after the rolling restart')
+      const next = await client.waitFor(isResult, 20_000, from)
+      collect(client)
+      assert.ok(seqs.length >= next.seq)
+      assert.deepEqual(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1), 'every seq once, in order, across the restarts')
+      const slow = frames.filter((f) => textOf(f).startsWith('slow #')).map(textOf)
+      assert.deepEqual(slow, Array.from({ length: 80 }, (_, i) => `slow #${i}`), 'the whole turn, no part lost')
+      assert.equal(result.is_error, false)
+      assertContiguous(await storedLog(cluster, created.id))
+    })
+  })
+}
