@@ -33,6 +33,7 @@ import { measureSandbox, median } from './sandbox.js'
 import { type RowInput, closeHelpers, fmt, initLive, scenarioFanout, scenarioLatency, scenarioPermission, scenarioSaturation, storeMode } from './live.js'
 import { type Cell, added, renderScaling, runScaling, spread } from './scaling.js'
 import { FULL_SIZES, QUICK_SIZES, renderFaults, runFaultSuite } from './faults.js'
+import { CLUSTER_FULL, CLUSTER_QUICK, scenarioCluster } from './cluster.js'
 
 // ---------------------------------------------------------------- options
 
@@ -60,7 +61,7 @@ function parseArgs (argv: string[]): Options {
     else if (flag === '--memory-store') o.memoryStore = true
     else if (flag === '--faults') o.faults = true
     else if (flag === '--help' || flag === '-h') {
-      process.stdout.write('npm run bench -- [--quick] [--soak 10m] [--only redis,latency1,latency10,saturation,fanout,permission,replay,idle,sessions,scaling,sandbox] [--profile | --heap-profile | --survivor-profile] [--memory-store] [--faults]\n')
+      process.stdout.write('npm run bench -- [--quick] [--soak 10m] [--only redis,latency1,latency10,saturation,fanout,permission,replay,idle,sessions,scaling,cluster,sandbox] [--profile | --heap-profile | --survivor-profile] [--memory-store] [--faults]\n')
       process.exit(0)
     } else throw new Error(`unknown option ${a}`)
   }
@@ -91,7 +92,9 @@ const sizes = {
   redisN: Q ? 20_000 : 200_000,
   scaling: Q
     ? { sessions: [100], rates: [100], clients: [1], seconds: 1, reps: 1, bytes: 512 }
-    : { sessions: [1, 10, 100, 500], rates: [20, 100], clients: [1, 3], seconds: 2.5, reps: 3, bytes: 512 }
+    : { sessions: [1, 10, 100, 500], rates: [20, 100], clients: [1, 3], seconds: 2.5, reps: 3, bytes: 512 },
+  /** Three gateway nodes on one Redis (bench/cluster.ts). */
+  cluster: Q ? CLUSTER_QUICK : CLUSTER_FULL
 }
 /** Pause before a memory reading, for sockets and children to settle (shorter in --quick, whose memory figures are rough anyway). */
 const SETTLE_MS = Q ? 300 : 1000
@@ -491,6 +494,10 @@ async function main (): Promise<void> {
       if (want('idle')) await scenarioIdle()
       if (want('sessions')) await scenarioSessions()
       if (want('scaling')) await scenarioScaling()
+      if (want('cluster')) {
+        if (opts.memoryStore) notes.push('The cluster scenario does not run with --memory-store (its nodes share a Redis).')
+        else await scenarioCluster({ sizes: sizes.cluster, row, raw, log })
+      }
       // The sandbox's cost is its own question (and slow): full runs and --only sandbox.
       if (want('sandbox') && (!Q || opts.only !== null)) await scenarioSandbox()
     }

@@ -128,13 +128,16 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     heartbeatMs: Math.max(100, Math.floor(config.sessionLeaseMs / 3))
   })
   const manager: SessionManager = new SessionManager({
+    // Several nodes may share this store: each CLI's conversation travels with it.
+    carryConversations: chosenStore.kind === 'redis',
     route: {
       node: config.nodeId,
       owner: async (id) => (await store.leases.holder(id))?.node ?? null,
       attach: (owner, id, port, role) => { router.attach(owner, id, port, role) },
       frame: (port, frame) => router.frame(port, frame),
       detach: (port) => { router.detach(port) },
-      dropRemote: (id) => { router.dropRemote(id) }
+      dropRemote: (id) => { router.dropRemote(id) },
+      call: async (owner, id, op, args) => await router.call(owner, id, op, args)
     },
     store: new TimedStore(store, metrics),
     keeper: new LeaseKeeper({ leases: store.leases, node: config.nodeId, ttlMs: config.sessionLeaseMs, logger }),

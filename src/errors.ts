@@ -24,6 +24,7 @@ export const errorTable = {
   tenant_connection_limit: { statusCode: 429, message: 'This tenant has MAX_CONNECTIONS_PER_TENANT connections already' },
   payload_too_large: { statusCode: 413, message: 'Body too large' },
   store_unavailable: { statusCode: 503, message: 'The event store is unavailable' },
+  node_unavailable: { statusCode: 503, message: 'The gateway node running the session did not answer; try again' },
   shutting_down: { statusCode: 503, message: 'The gateway is shutting down' },
   internal: { statusCode: 500, message: 'Internal error' },
   // WebSocket frames (statusCode is what the HTTP answer path uses for the same condition)

@@ -32,6 +32,19 @@ export interface RoutedSession {
   remoteHolder: (port: ClientPort, holds: boolean) => void
   /** The node this session's frames went to does not own it: handle `frame` here again (it may have stopped). */
   ownerMoved: (port: ClientPort, frame: ClientFrame | null) => void
+  /** On the owner: an HTTP call made on another node (answer a prompt, stop, list pending prompts). */
+  call: (op: CallOp, args: unknown[]) => Promise<unknown>
+}
+
+/** What another node may ask of a session's owner on behalf of an HTTP request. */
+export type CallOp = 'answer' | 'stop' | 'pending'
+
+/** The owner does not own the session (any more): the caller handles the request itself. */
+export class NotOwner extends Error {
+  constructor () {
+    super('the node asked does not own the session')
+    this.name = 'NotOwner'
+  }
 }
 
 export interface ClusterRouterOptions {
@@ -42,6 +55,8 @@ export interface ClusterRouterOptions {
   find: (sessionId: string) => RoutedSession | undefined
   /** How often a client's attachment is repeated to its owner; an owner forgets it after three missed. */
   heartbeatMs: number
+  /** How long a call waits for the owner's reply (default 5000 ms). */
+  callTimeoutMs?: number
 }
 
 type Message =
@@ -50,6 +65,8 @@ type Message =
   | { k: 'frame', s: string, c: string, n: string, r: Role, f: ClientFrame }
   | { k: 'send', s: string, c: string, f: string }
   | { k: 'moved', s: string, c: string, f: ClientFrame | null }
+  | { k: 'call', s: string, id: string, n: string, op: CallOp, a: unknown[] }
+  | { k: 'reply', id: string, ok: boolean, v?: unknown, moved?: boolean, e?: string }
 
 interface LocalClient { sessionId: string, port: ClientPort, owner: string, role: Role }
 interface Remote { port: RemotePort, sessionId: string, seen: number }
@@ -61,6 +78,9 @@ export class ClusterRouter {
   /** Clients of other nodes attached to sessions owned here, by client id. */
   readonly #remote = new Map<string, Remote>()
   #timer: NodeJS.Timeout | null = null
+  /** Calls waiting for their owner's reply, by call id. */
+  readonly #calls = new Map<string, { resolve: (v: unknown) => void, reject: (e: Error) => void, timer: NodeJS.Timeout }>()
+  #callCount = 0
 
   constructor (options: ClusterRouterOptions) {
     this.#o = options
@@ -77,6 +97,11 @@ export class ClusterRouter {
   async close (): Promise<void> {
     if (this.#timer !== null) clearInterval(this.#timer)
     this.#timer = null
+    for (const [id, waiting] of this.#calls) {
+      clearTimeout(waiting.timer)
+      waiting.reject(new Error('gateway shutting down'))
+      this.#calls.delete(id)
+    }
     await this.#o.bus.close()
   }
 
@@ -101,6 +126,24 @@ export class ClusterRouter {
     if (local === undefined) return
     this.#local.delete(port.id)
     this.#post(local.owner, { k: 'detach', s: local.sessionId, c: port.id })
+  }
+
+  /**
+   * Asks the owner of a session to do what an HTTP request here asked
+   * (`answer`, `stop`, `pending`) and resolves with its result. Rejects with
+   * NotOwner when that node does not own the session (the caller handles it
+   * itself), or an Error when the owner does not reply in time.
+   */
+  async call (owner: string, sessionId: string, op: CallOp, args: unknown[]): Promise<unknown> {
+    const id = `${this.#o.node}:${++this.#callCount}`
+    return await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#calls.delete(id)
+        reject(new Error(`node ${owner} did not answer in time`))
+      }, this.#o.callTimeoutMs ?? 5000)
+      this.#calls.set(id, { resolve, reject, timer })
+      this.#post(owner, { k: 'call', s: sessionId, id, n: this.#o.node, op, a: args })
+    })
   }
 
   /** True while `port` is attached to a session owned elsewhere. */
@@ -162,6 +205,23 @@ export class ClusterRouter {
         if (local === undefined) return
         this.#local.delete(m.c)
         this.#o.find(m.s)?.ownerMoved(local.port, m.f)
+        return
+      }
+      case 'call': {
+        const session = this.#owned(m.s)
+        if (session === null) { this.#post(m.n, { k: 'reply', id: m.id, ok: false, moved: true }); return }
+        session.call(m.op, m.a).then(
+          (v) => { this.#post(m.n, { k: 'reply', id: m.id, ok: true, v }) },
+          (err: unknown) => { this.#post(m.n, { k: 'reply', id: m.id, ok: false, e: err instanceof Error ? err.message : String(err) }) })
+        return
+      }
+      case 'reply': {
+        const waiting = this.#calls.get(m.id)
+        if (waiting === undefined) return
+        this.#calls.delete(m.id)
+        clearTimeout(waiting.timer)
+        if (m.ok) waiting.resolve(m.v)
+        else waiting.reject(m.moved === true ? new NotOwner() : new Error(m.e ?? 'the owner failed'))
       }
     }
   }

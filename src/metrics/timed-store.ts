@@ -21,6 +21,8 @@ export class TimedStore implements EventStore {
   get feed (): EventFeed { return this.#inner.feed }
   get bus (): NodeBus { return this.#inner.bus }
   claimOnce (key: string, ttlMs: number): Promise<boolean> { return this.#inner.claimOnce(key, ttlMs) }
+  saveConversation (sessionId: string, data: Buffer, lease?: Lease): Promise<void> { return this.#inner.saveConversation(sessionId, data, lease) }
+  loadConversation (sessionId: string): Promise<Buffer | null> { return this.#inner.loadConversation(sessionId) }
 
   async append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> {
     const started = performance.now()

@@ -27,11 +27,11 @@ export async function permissionRoutes (fastify: FastifyInstance, { manager }: P
   const app = fastify.withTypeProvider<ZodTypeProvider>()
 
   app.get('/v1/sessions/:id/permissions', {
-    schema: { tags: ['permissions'], summary: 'Pending CLI control requests (permission prompts, hooks, …)', params: sessionParams, response: { 200: pendingList.describe('The pending requests, oldest first'), ...sessionErrors } }
+    schema: { tags: ['permissions'], summary: 'Pending CLI control requests (permission prompts, hooks, …)', params: sessionParams, response: { 200: pendingList.describe('The pending requests, oldest first'), ...sessionErrors, ...errorResponses('node_unavailable') } }
   }, async (request) => {
     const session = await findSession(manager, request)
     return {
-      requests: session.pendingRequests.map((p) => ({
+      requests: (await session.pendingAnywhere()).map((p) => ({
         request_id: p.requestId,
         subtype: p.subtype,
         request: p.request,
@@ -49,7 +49,7 @@ export async function permissionRoutes (fastify: FastifyInstance, { manager }: P
       body: answerBody,
       response: {
         200: answerResult.describe('The answer went to the CLI'),
-        ...errorResponses(...authErrors, 'bad_request', 'payload_too_large', 'invalid_frame', 'broad_rule_not_allowed', 'bypass_not_allowed', 'permission_update_not_allowed', 'session_not_found', 'unknown_request', 'already_resolved', 'store_unavailable')
+        ...errorResponses(...authErrors, 'bad_request', 'payload_too_large', 'invalid_frame', 'broad_rule_not_allowed', 'bypass_not_allowed', 'permission_update_not_allowed', 'session_not_found', 'unknown_request', 'already_resolved', 'store_unavailable', 'node_unavailable')
       }
     },
     preValidation: jsonBody
@@ -60,7 +60,7 @@ export async function permissionRoutes (fastify: FastifyInstance, { manager }: P
     const input = 'behavior' in body
       ? { subtype: 'success' as const, response: body as Record<string, unknown> }
       : body
-    const result = session.answer(requestId, input, `http:${request.tenant}`)
+    const result = await session.answerAnywhere(requestId, input, `http:${request.tenant}`)
     if (!result.ok) throw new GatewayError(result.code, result.message)
     return { request_id: requestId, decision: result.decision }
   })

@@ -69,10 +69,10 @@ export async function sessionRoutes (fastify: FastifyInstance, { manager }: Sess
   }, async (request) => (await findSession(manager, request)).snapshot() as z.output<typeof sessionBody>)
 
   app.delete('/v1/sessions/:id', {
-    schema: { tags: ['sessions'], summary: 'Stop the session\'s CLI (history is kept)', params: sessionParams, response: { 200: sessionBody.describe('The session, stopping'), ...sessionErrors } }
+    schema: { tags: ['sessions'], summary: 'Stop the session\'s CLI (history is kept), on whichever node runs it', params: sessionParams, response: { 200: sessionBody.describe('The session, stopping'), ...sessionErrors, ...errorResponses('node_unavailable') } }
   }, async (request) => {
     const session = await findSession(manager, request)
-    await session.stop('deleted')
+    await session.stopAnywhere('deleted')
     return session.snapshot() as z.output<typeof sessionBody>
   })
 }

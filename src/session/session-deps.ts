@@ -40,6 +40,8 @@ export interface SessionRoute {
   detach: (port: ClientPort) => void
   /** This node stopped owning the session: forget its remote clients. */
   dropRemote: (sessionId: string) => void
+  /** An HTTP request's operation, done by the owner (rejects with a `NotOwner` error when that node does not own it). */
+  call: (owner: string, sessionId: string, op: 'answer' | 'stop' | 'pending', args: unknown[]) => Promise<unknown>
 }
 
 export interface SessionLimits {
@@ -72,6 +74,15 @@ export interface SessionDeps<S> {
   /** What is counted for /metrics (default: nothing). */
   metrics?: MetricsSink
   ownership: SessionOwnership
+  /**
+   * The CLI's conversation file carried through the store (nodes with local
+   * config dirs): saved after turns and at the CLI's end, written back before
+   * a resume here. Absent: nothing is carried (one node, or a shared volume).
+   */
+  conversation?: {
+    save: (lease: Lease) => Promise<void>
+    restore: () => Promise<void>
+  }
   /** Other nodes, for clients here of a session owned elsewhere (absent: one node, nothing to route). */
   route?: SessionRoute
   /** The session lost its lease to another node: it has ended its CLI and clients and must be forgotten here. */

@@ -13,6 +13,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import { mkdirSync, realpathSync, rmdirSync } from 'node:fs'
+import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { buildCliArgs } from '../cli/cli-args.js'
@@ -25,7 +26,8 @@ import type { SessionOptions } from '../protocol/session-options.js'
 import type { LeaseKeeper } from '../cluster/lease-keeper.js'
 import { type EventStore, type Lease, type SessionPage, type SessionRecord, isFinal } from '../store/store.js'
 import type { SessionOwnership, SessionRoute } from './session-deps.js'
-import { Session, type SessionLimits } from './session.js'
+import { Session, type SessionDeps, type SessionLimits } from './session.js'
+import { readConversation, writeConversation } from './conversation-file.js'
 import { sandboxWorkdir, sessionWorkspace } from './workspace.js'
 
 export interface SessionManagerOptions {
@@ -63,6 +65,12 @@ export interface SessionManagerOptions {
    * instead of after SESSION_LEASE_MS. Default: never.
    */
   isDeadNode?: (node: string) => boolean
+  /**
+   * Carry each CLI's conversation file through the store, so that a node whose
+   * config dirs are on local disk can resume a session another node ran
+   * (src/session/conversation-file.ts). Default false (one node).
+   */
+  carryConversations?: boolean
   /** Other gateway nodes, for clients here of sessions owned elsewhere (src/cluster/router.ts). */
   route?: SessionRoute
 }
@@ -366,6 +374,7 @@ export class SessionManager {
       metrics: this.metrics,
       ownership: this.#ownership,
       ...(this.#o.route === undefined ? {} : { route: this.#o.route }),
+      ...(this.#o.carryConversations === true ? { conversation: this.#conversationCarry(record) } : {}),
       onFenced: (s) => {
         this.#running.delete(s)
         if (this.#sessions.get(s.id) === s) this.#sessions.delete(s.id)
@@ -373,6 +382,27 @@ export class SessionManager {
     }, lease)
     this.#sessions.set(record.id, session)
     return session
+  }
+
+  /** Where this session's CLI keeps its conversation, and how it goes to and from the store. */
+  #conversationCarry (record: SessionRecord): NonNullable<SessionDeps['conversation']> {
+    const env = this.#o.env ?? process.env
+    const configDir = this.#o.configRoot !== null
+      ? join(this.#o.configRoot, record.tenant)
+      : env.CLAUDE_CONFIG_DIR ?? join(env.HOME ?? homedir(), '.claude')
+    const store = this.#o.store
+    return {
+      save: async (lease) => {
+        const data = readConversation(configDir, record.id)
+        if (data !== null) await store.saveConversation(record.id, data, lease)
+      },
+      restore: async () => {
+        const stored = await store.loadConversation(record.id)
+        if (stored !== null && writeConversation(configDir, record.id, stored)) {
+          this.#o.logger.info({ session: record.id, bytes: stored.length }, 'conversation brought from the store for --resume')
+        }
+      }
+    }
   }
 
   /** The session's folder; in the sandbox, only checked here (see sandboxWorkdir), created inside. */

@@ -76,6 +76,9 @@ export class Session {
   #waiting: Array<{ port: ClientPort, frame: ClientFrame }> | null = null
   /** Set once fenced: another node owns the session; this object is dropped. */
   #gone = false
+  /** A conversation save running, and whether another is wanted after it (turns end faster than saves). */
+  #conversationSave: Promise<void> | null = null
+  #conversationAgain = false
   /** Stops following the session's log in the store (while another node owns it and clients are attached here). */
   #unfollow: (() => void) | null = null
 
@@ -303,6 +306,8 @@ export class Session {
       const fresh = await this.#deps.store.getSession(this.id)
       if (fresh !== null) this.#adopt(fresh)
       await this.#events.catchUp(observerFrameOf)
+      // The CLI resumes from its own file: bring the copy another node saved, if this one's is older.
+      if (this.#record.resumable) await this.#deps.conversation?.restore()
     } catch (err) {
       this.#deps.ownership.forget(lease)
       void this.#deps.ownership.release(lease).catch(() => {})
@@ -338,6 +343,7 @@ export class Session {
   async disown (): Promise<void> {
     await this.#events.flush(5000)
     await this.#recordWrite
+    await this.#saveConversation()
     const lease = this.#lease
     if (lease === null || this.#cli !== null || this.#owning !== null || this.#waiting !== null) return
     this.#lease = null
@@ -441,6 +447,31 @@ export class Session {
     }
   }
 
+  /** Saves the CLI's conversation file to the store (coalesced: one save runs, one more follows if asked meanwhile). */
+  async #saveConversation (): Promise<void> {
+    const carry = this.#deps.conversation
+    if (carry === undefined) return
+    if (this.#conversationSave !== null) {
+      this.#conversationAgain = true
+      await this.#conversationSave
+      return
+    }
+    this.#conversationSave = (async () => {
+      do {
+        this.#conversationAgain = false
+        const lease = this.#lease
+        if (lease === null) return
+        try {
+          await carry.save(lease)
+        } catch (err) {
+          if (err instanceof FencedError) { this.fence(); return }
+          this.#log.warn({ err: (err as Error).message }, 'could not save the conversation to the store')
+        }
+      } while (this.#conversationAgain)
+    })().finally(() => { this.#conversationSave = null })
+    await this.#conversationSave
+  }
+
   #wakeTurnWaiters (): void {
     const waiters = this.#turnWaiters
     this.#turnWaiters = []
@@ -453,6 +484,7 @@ export class Session {
     await this.stop('shutdown')
     await this.#events.flush(deadlineMs)
     await this.#recordWrite
+    await this.#saveConversation()
     // Any node may take the session at once (the next message resumes it there).
     const lease = this.#lease
     if (lease !== null && !this.#gone) {
@@ -614,6 +646,52 @@ export class Session {
       : errorFrame('session_elsewhere', message))
   }
 
+  /** On the owner: what an HTTP request made on another node asks (src/cluster/router.ts). */
+  async call (op: 'answer' | 'stop' | 'pending', args: unknown[]): Promise<unknown> {
+    switch (op) {
+      case 'answer': return this.answer(String(args[0]), args[1] as AnswerInput, String(args[2]))
+      case 'stop': await this.stop(String(args[0])); return null
+      case 'pending': return this.pendingRequests
+    }
+  }
+
+  /** `answer`, done by whichever node runs the CLI (HTTP answers reach any node). */
+  async answerAnywhere (requestId: string, input: AnswerInput, by: string): Promise<AnswerResult> {
+    return await this.#onOwner('answer', [requestId, input, by], () => this.answer(requestId, input, by)) as AnswerResult
+  }
+
+  /** `stop`, done by whichever node runs the CLI. */
+  async stopAnywhere (why: string): Promise<void> {
+    await this.#onOwner('stop', [why], async () => { await this.stop(why) })
+  }
+
+  /** The pending CLI control requests, as the node running the CLI knows them. */
+  async pendingAnywhere (): Promise<PendingRequest[]> {
+    return await this.#onOwner('pending', [], () => this.pendingRequests) as PendingRequest[]
+  }
+
+  /**
+   * Runs `local` when this node owns the session or nobody else does; else
+   * asks the owner. An owner that turns out not to own it (it just stopped)
+   * means the session is brought up to date and `local` runs here.
+   */
+  async #onOwner (op: 'answer' | 'stop' | 'pending', args: unknown[], local: () => unknown): Promise<unknown> {
+    const route = this.#deps.route
+    if (this.#lease !== null || route === undefined) return await local()
+    const owner = await route.owner(this.id)
+    if (owner === null || owner === route.node) return await local()
+    try {
+      return await route.call(owner, this.id, op, args)
+    } catch (err) {
+      if (!(err instanceof Error) || err.name !== 'NotOwner') {
+        this.#log.warn({ owner, op, err: (err as Error).message }, 'the node running the session did not answer')
+        throw new GatewayError('node_unavailable')
+      }
+      await this.refresh()
+      return await local()
+    }
+  }
+
   /** Answers a pending CLI control request (WebSocket holder or HTTP). First valid answer wins. */
   answer (requestId: string, input: AnswerInput, by: string): AnswerResult {
     return this.#control.answer(requestId, input, by)
@@ -663,6 +741,7 @@ export class Session {
       case 'result':
         this.#turnsPending = Math.max(0, this.#turnsPending - 1)
         if (this.#turnsPending === 0) this.#wakeTurnWaiters()
+        void this.#saveConversation()
         this.#events.push((s) => withSeq(line, msg, s))
         this.#armIdle()
         return

@@ -13,6 +13,7 @@ import {
 
 interface Entry {
   record: SessionRecord | null
+  conversation?: Buffer
   /** Contiguous ascending events: events[i].seq === events[0].seq + i. */
   events: StoredEvent[]
   expiresAt: number
@@ -127,6 +128,16 @@ export class MemoryStore implements EventStore {
       if (entry.record != null && !isFinal(entry.record.status)) live.push(structuredClone(entry.record))
     }
     return live
+  }
+
+  async saveConversation (sessionId: string, data: Buffer, lease?: Lease): Promise<void> {
+    this.#fence(sessionId, lease)
+    ;(this.#entry(sessionId, true) as Entry).conversation = Buffer.from(data)
+  }
+
+  async loadConversation (sessionId: string): Promise<Buffer | null> {
+    const data = this.#entry(sessionId, false)?.conversation
+    return data === undefined ? null : Buffer.from(data)
   }
 
   async claimOnce (key: string, ttlMs: number): Promise<boolean> {

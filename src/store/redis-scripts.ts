@@ -49,9 +49,9 @@ export type Append = (events: string, meta: string, lease: string, followed: str
 
 /**
  * Saves a session record: SET of KEYS[1] (meta) to ARGV[1]; with ARGV[2] > 0
- * (a final status) it and the stream KEYS[2] and epoch counter KEYS[4] expire
- * in that many seconds, else all three are made persistent. Fenced like
- * APPEND_SCRIPT by ARGV[3] against the lease KEYS[3].
+ * (a final status) it and the stream KEYS[2], epoch counter KEYS[4] and
+ * conversation KEYS[5] expire in that many seconds, else all are made
+ * persistent. Fenced like APPEND_SCRIPT by ARGV[3] against the lease KEYS[3].
  */
 export const PUT_RECORD_SCRIPT = `if ARGV[3] ~= '' and redis.call('HGET', KEYS[3], 'epoch') ~= ARGV[3] then
   return redis.error_reply('FENCED lease epoch ' .. ARGV[3] .. ' is not current')
@@ -61,14 +61,31 @@ if ttl > 0 then
   redis.call('SET', KEYS[1], ARGV[1], 'EX', ttl)
   redis.call('EXPIRE', KEYS[2], ttl)
   redis.call('EXPIRE', KEYS[4], ttl)
+  redis.call('EXPIRE', KEYS[5], ttl)
 else
   redis.call('SET', KEYS[1], ARGV[1])
   redis.call('PERSIST', KEYS[2])
   redis.call('PERSIST', KEYS[4])
+  redis.call('PERSIST', KEYS[5])
 end
 return 0`
 export const PUT_RECORD_COMMAND = 'cgwPutRecord'
-export type PutRecord = (meta: string, events: string, lease: string, epoch: string, json: string, ttl: number, fence: string) => Promise<unknown>
+export type PutRecord = (meta: string, events: string, lease: string, epoch: string, conversation: string, json: string, ttl: number, fence: string) => Promise<unknown>
+
+/**
+ * SET of KEYS[1] (a session's conversation file) to ARGV[2], keeping the TTL
+ * the record KEYS[3] has (an ended session's copy expires with it); fenced by
+ * ARGV[1] against the lease KEYS[2].
+ */
+export const PUT_CONVERSATION_SCRIPT = `if ARGV[1] ~= '' and redis.call('HGET', KEYS[2], 'epoch') ~= ARGV[1] then
+  return redis.error_reply('FENCED lease epoch ' .. ARGV[1] .. ' is not current')
+end
+redis.call('SET', KEYS[1], ARGV[2])
+local left = redis.call('PTTL', KEYS[3])
+if left > 0 then redis.call('PEXPIRE', KEYS[1], left) end
+return 0`
+export const PUT_CONVERSATION_COMMAND = 'cgwPutConversation'
+export type PutConversation = (conversation: string, lease: string, meta: string, fence: string, data: Buffer) => Promise<unknown>
 
 /**
  * Takes the lease hash KEYS[1] for node ARGV[1] for ARGV[2] ms under the next

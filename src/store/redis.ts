@@ -20,6 +20,8 @@
  *   P{<id>}:epoch           Counter: the last fencing epoch handed out. Appends
  *                           and record saves with a lease are refused unless
  *                           the lease hash holds their epoch.
+ *   P{<id>}:conversation    String: the CLI's conversation file (saveConversation),
+ *                           so another node can --resume; expires with the record.
  *   P{<id>}:followed        String with a PX TTL, set by nodes that follow the
  *                           session live; while it exists, appends PUBLISH
  *                           their frames on the channel P{<id>}:feed.
@@ -64,7 +66,7 @@ import { RedisLeases } from './redis-leases.js'
 import {
   APPEND_COMMAND, APPEND_SCRIPT, type Append, LEASE_ACQUIRE_COMMAND, LEASE_ACQUIRE_SCRIPT, LEASE_RELEASE_COMMAND,
   LEASE_RELEASE_SCRIPT, LEASE_RENEW_COMMAND, LEASE_RENEW_SCRIPT, PUT_RECORD_COMMAND, PUT_RECORD_SCRIPT, type PutRecord,
-  READ_COMMAND, READ_COMMAND_RAW, READ_SCRIPT, type ReadWithinBytes, type ReadWithinBytesRaw
+  PUT_CONVERSATION_COMMAND, PUT_CONVERSATION_SCRIPT, type PutConversation, READ_COMMAND, READ_COMMAND_RAW, READ_SCRIPT, type ReadWithinBytes, type ReadWithinBytesRaw
 } from './redis-scripts.js'
 import { withTimeout } from '../util/with-timeout.js'
 
@@ -152,7 +154,8 @@ export class RedisStore implements EventStore {
     // On an injected client too: the same name always carries the same script.
     this.#client.defineCommand(READ_COMMAND, { numberOfKeys: 1, lua: READ_SCRIPT })
     this.#client.defineCommand(APPEND_COMMAND, { numberOfKeys: 4, lua: APPEND_SCRIPT })
-    this.#client.defineCommand(PUT_RECORD_COMMAND, { numberOfKeys: 4, lua: PUT_RECORD_SCRIPT })
+    this.#client.defineCommand(PUT_RECORD_COMMAND, { numberOfKeys: 5, lua: PUT_RECORD_SCRIPT })
+    this.#client.defineCommand(PUT_CONVERSATION_COMMAND, { numberOfKeys: 3, lua: PUT_CONVERSATION_SCRIPT })
     this.#client.defineCommand(LEASE_ACQUIRE_COMMAND, { numberOfKeys: 2, lua: LEASE_ACQUIRE_SCRIPT })
     this.#client.defineCommand(LEASE_RENEW_COMMAND, { numberOfKeys: 2, lua: LEASE_RENEW_SCRIPT })
     this.#client.defineCommand(LEASE_RELEASE_COMMAND, { numberOfKeys: 1, lua: LEASE_RELEASE_SCRIPT })
@@ -213,6 +216,7 @@ export class RedisStore implements EventStore {
   #meta (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:meta` }
   #lease (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:lease` }
   #epoch (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:epoch` }
+  #conversation (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:conversation` }
   #followed (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:followed` }
   #channel (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:feed` }
   #tenantIndex (tenant: string): string { return `${this.#prefix}tenant:${tenant}:sessions` }
@@ -312,7 +316,7 @@ export class RedisStore implements EventStore {
     // index entries after, so a listed member without meta always means expired.
     const client = this.#client as unknown as Record<typeof PUT_RECORD_COMMAND, PutRecord>
     try {
-      await client[PUT_RECORD_COMMAND](this.#meta(record.id), this.#events(record.id), this.#lease(record.id), this.#epoch(record.id),
+      await client[PUT_RECORD_COMMAND](this.#meta(record.id), this.#events(record.id), this.#lease(record.id), this.#epoch(record.id), this.#conversation(record.id),
         json, final && ttl > 0 ? ttl : 0, lease === undefined ? '' : String(lease.epoch))
     } catch (err) {
       throw fenced(record.id, err)
@@ -387,6 +391,19 @@ export class RedisStore implements EventStore {
       if (back.length > 0) await this.#client.sadd(this.#live(), ...back)
     }
     return live
+  }
+
+  async saveConversation (sessionId: string, data: Buffer, lease?: Lease): Promise<void> {
+    const client = this.#client as unknown as Record<typeof PUT_CONVERSATION_COMMAND, PutConversation>
+    try {
+      await client[PUT_CONVERSATION_COMMAND](this.#conversation(sessionId), this.#lease(sessionId), this.#meta(sessionId), lease === undefined ? '' : String(lease.epoch), data)
+    } catch (err) {
+      throw fenced(sessionId, err)
+    }
+  }
+
+  async loadConversation (sessionId: string): Promise<Buffer | null> {
+    return await this.#client.getBuffer(this.#conversation(sessionId))
   }
 
   async claimOnce (key: string, ttlMs: number): Promise<boolean> {

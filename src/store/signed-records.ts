@@ -46,6 +46,8 @@ export class SignedStore implements EventStore {
   get feed (): EventFeed { return this.#inner.feed }
   get bus (): NodeBus { return this.#inner.bus }
   claimOnce (key: string, ttlMs: number): Promise<boolean> { return this.#inner.claimOnce(key, ttlMs) }
+  saveConversation (sessionId: string, data: Buffer, lease?: Lease): Promise<void> { return this.#inner.saveConversation(sessionId, data, lease) }
+  loadConversation (sessionId: string): Promise<Buffer | null> { return this.#inner.loadConversation(sessionId) }
 
   append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> { return this.#inner.append(sessionId, events, lease) }
   read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> { return this.#inner.read(sessionId, after, limit, maxBytes) }

@@ -194,6 +194,13 @@ export interface EventStore {
    * the store), false after: what makes a WebSocket ticket single-use.
    */
   claimOnce(key: string, ttlMs: number): Promise<boolean>
+  /**
+   * Keeps the CLI's own conversation file of a session (src/session/conversation-file.ts),
+   * so another node can resume it; fenced as `append` is, and expires with the record.
+   */
+  saveConversation(sessionId: string, data: Buffer, lease?: Lease): Promise<void>
+  /** The conversation last saved, or null. */
+  loadConversation(sessionId: string): Promise<Buffer | null>
   /** Creates or replaces a session record; with `lease`, fenced as `append` is. */
   putSession(record: SessionRecord, lease?: Lease): Promise<void>
   getSession(id: string): Promise<SessionRecord | null>

@@ -122,3 +122,49 @@ test('gateway restart with Redis: the session is still listed and a new prompt r
     await deleteKeys(REDIS_URL, prefix).catch(() => 0)
   }
 })
+
+test('another node resumes the conversation: config dirs on each node\'s own disk, the conversation carried through Redis', { timeout: E2E_TEST_TIMEOUT_MS }, async (t) => {
+  try {
+    await redisCommand(REDIS_URL, ['PING'], { timeoutMs: 1000 })
+  } catch (err) {
+    t.skip(`no Redis answers at ${REDIS_URL} (${(err as Error).message}): run it through npm test, which starts a private redis-server, or set TEST_REDIS_URL to a running Redis`)
+    return
+  }
+  const prefix = `cgw-e2e-${randomUUID()}:`
+  // Two nodes: each its own DATA_DIR (CLI config dirs, pid files) and HOME; shared only the
+  // store (and its secret) and the workspace folders, at the same path on both.
+  const scratchA = makeScratch()
+  const scratchB = makeScratch()
+  const shared = { REDIS_URL, REDIS_PREFIX: prefix, STORE_SECRET: randomUUID(), WORKSPACE_ROOT: `${scratchA.root}/shared-workspaces` }
+  let mock: MockAnthropic | undefined
+  let nodeA: E2e | undefined
+  let nodeB: E2e | undefined
+  try {
+    mock = await startMockAnthropic()
+    nodeA = await startE2e({ scratch: scratchA, mock, env: { ...shared, NODE_ID: 'node-a' } })
+    nodeB = await startE2e({ scratch: scratchB, mock, env: { ...shared, NODE_ID: 'node-b' } })
+    const session = await nodeA.createSession()
+    const onA = await nodeA.connect(session.id)
+    onA.sendUser('Before the move')
+    assert.equal((await waitLive(onA, isCli('result'))).result, 'Echo: Before the move')
+    await nodeA.close() // drains: the CLI stops, its conversation is saved, the lease released
+
+    const onB = await nodeB.connect(session.id)
+    await waitLive(onB, (f) => f.type === 'gateway' && f.subtype === 'status' && f.status === 'stopped')
+    const mark = onB.frames.length
+    onB.sendUser('After the move')
+    const resumed = await waitLive(onB, isCli('result'), mark)
+    assert.equal(resumed.subtype, 'success', JSON.stringify(resumed))
+    const request = await mock.waitForRequest(streamedPrompt('After the move'), WAIT_MS)
+    assert.ok(allUserTexts(request.body).some((text) => text.includes('Before the move')), 'the turn run on node A is in node B\'s request')
+    assert.ok(assistantTexts(request.body).includes('Echo: Before the move'), 'and so is its answer')
+    assertContiguous(onB.seqFrames)
+  } finally {
+    await nodeB?.close()
+    await nodeA?.close()
+    await mock?.close()
+    scratchA.remove()
+    scratchB.remove()
+    await deleteKeys(REDIS_URL, prefix).catch(() => 0)
+  }
+})

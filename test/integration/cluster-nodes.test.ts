@@ -126,6 +126,41 @@ for (const backend of BACKENDS) {
       assert.equal(cluster.argvDumps(created.id).length, 1, 'one CLI, on the owner')
     })
 
+    it('HTTP answers, pending lists and stops through any node act on the node running the CLI; the first answer wins', async () => {
+      const [a, b, c] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0], typeof cluster.nodes[0]]
+      const auth = { authorization: `Bearer ${TOKEN_A}`, 'content-type': 'application/json' }
+      const created = await a.create()
+      const holder = await a.connect(created.id, 'after=0')
+      await holder.waitFor(isHello)
+      holder.sendUser('ask Bash touch over-http.txt')
+      const prompt = await holder.waitFor(isPrompt)
+
+      const listed = await fetch(`${b.url}/v1/sessions/${created.id}/permissions`, { headers: auth })
+      assert.equal(listed.status, 200)
+      assert.deepEqual((await listed.json() as any).requests.map((r: any) => r.request_id), [prompt.request_id], 'node B lists the prompt raised on A')
+
+      const answer = (node: typeof a, behavior: string): Promise<Response> => fetch(`${node.url}/v1/sessions/${created.id}/permissions/${prompt.request_id}`, {
+        method: 'POST', headers: auth, body: JSON.stringify(behavior === 'allow' ? { behavior, updatedInput: prompt.request.input } : { behavior, message: 'no' })
+      })
+      const first = await answer(c, 'allow')
+      assert.equal(first.status, 200, await first.clone().text())
+      assert.equal((await first.json() as any).decision, 'allowed')
+      const second = await answer(b, 'deny')
+      assert.equal(second.status, 409)
+      assert.equal((await second.json() as any).code, 'already_resolved')
+      const resolved = await holder.waitFor((f) => f.subtype === 'permission_resolved' && f.request_id === prompt.request_id)
+      assert.equal(resolved.decision, 'allowed')
+      assert.equal(resolved.by, `http:tenant-a`)
+      await holder.waitFor(isResult, 10_000, holder.frames.indexOf(prompt))
+
+      const cliPid = (await a.session(created.id)).body.pid as number
+      assert.ok(processAlive(cliPid))
+      const stopped = await fetch(`${b.url}/v1/sessions/${created.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN_A}` } })
+      assert.equal(stopped.status, 200)
+      await holder.waitFor(isStatus('stopped'))
+      await eventually(() => !processAlive(cliPid), 10_000, 'the CLI on node A to end')
+    })
+
     it('a WebSocket ticket issued by one node opens a socket on another, once', async () => {
       const [a, b, c] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0], typeof cluster.nodes[0]]
       const created = await a.create()

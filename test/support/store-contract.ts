@@ -424,6 +424,23 @@ export function storeContract (
     })
 
     describe('leases', () => {
+      it('keeps a conversation copy byte for byte, fenced, expiring with its ended session', async () => {
+        const store = await make({ ttlSecondsAfterEnd: 1 })
+        assert.equal(await store.loadConversation('s'), null)
+        const bytes = Buffer.concat([Buffer.from('-tmp-work\n{"a":"é"}\n'), Buffer.from([0xff, 0x00, 0x0a])])
+        const lease = await store.leases.acquire('s', 'node-a', 10_000)
+        assert.ok(lease !== null)
+        await store.putSession(session({ id: 's' }), lease)
+        await store.saveConversation('s', bytes, lease)
+        assert.deepEqual(await store.loadConversation('s'), bytes)
+        const taken = await store.leases.acquire('s', 'node-b', 10_000, { takeFrom: 'node-a' })
+        assert.ok(taken !== null)
+        await assert.rejects(store.saveConversation('s', Buffer.from('stale\n'), lease), (err: Error) => err.name === 'FencedError')
+        assert.deepEqual(await store.loadConversation('s'), bytes)
+        await store.putSession(session({ id: 's', status: 'stopped' }), taken)
+        await waitFor(async () => await store.loadConversation('s') === null, 10_000, 'the conversation to expire with its session')
+      })
+
       it('one node holds a session; epochs grow with each acquisition', async () => {
         const store = await make()
         const a = await store.leases.acquire('s', 'node-a', 10_000)
