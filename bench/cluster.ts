@@ -36,7 +36,7 @@ export interface ClusterSizes {
   linesPerSession: number
 }
 
-export const CLUSTER_FULL: ClusterSizes = { reps: 3, bytes: 512, latencyLines: 5000, latencyRate: 1000, warmLines: 1000, sessions: 6, linesPerSession: 20_000 }
+export const CLUSTER_FULL: ClusterSizes = { reps: 3, bytes: 512, latencyLines: 5000, latencyRate: 1000, warmLines: 1000, sessions: 6, linesPerSession: 40_000 }
 export const CLUSTER_QUICK: ClusterSizes = { reps: 1, bytes: 512, latencyLines: 1000, latencyRate: 1000, warmLines: 500, sessions: 6, linesPerSession: 5000 }
 
 export interface ClusterContext {
@@ -80,13 +80,20 @@ async function startCluster (): Promise<Cluster> {
   }
   try {
     for (let i = 0; i < NODES; i++) {
-      nodes.push(await startGateway({ env: { NODE_ID: `bench-node-${'abc'[i] as string}`, REDIS_PREFIX: prefix, DATA_DIR: dataDir, STORE_SECRET: secret } }))
+      // EVENTS_MAX_PER_SESSION bounds what the throughput turns leave in the shared Redis (12 sessions × 130,000 lines of 512 B otherwise).
+      const env = { NODE_ID: `bench-node-${'abc'[i] as string}`, REDIS_PREFIX: prefix, DATA_DIR: dataDir, STORE_SECRET: secret, EVENTS_MAX_PER_SESSION: '25000' }
+      nodes.push(await startGateway({ env }))
     }
   } catch (err) {
     await close()
     throw err
   }
   return { nodes, prefix, close }
+}
+
+/** The clients process's next event; rejects instead of waiting forever when the process ends first (with its error). */
+async function step (p: ClientsProc): Promise<void> {
+  await Promise.race([p.nextEvent(), p.result.then(() => { throw new Error('clients process ended before its next turn') })])
 }
 
 interface StreamTurn { latency_ms: { p50: number, p99: number, p999: number, max: number, n: number }, frames: number, missing: number, disorder: number, seq_bad: number, closed: number[] }
@@ -113,7 +120,7 @@ async function latencyRun (c: ClusterContext, cl: Cluster, rpid: number | null):
   const pa = runClients({ ...base, url: a.ws })
   // B only watches: A's client sends the turns, B's waits for the same `result` line.
   const pb = runClients({ ...base, url: b.ws, controller: false })
-  const both = async (): Promise<void> => { await Promise.all([pa.nextEvent(), pb.nextEvent()]) }
+  const both = async (): Promise<void> => { await Promise.all([step(pa), step(pb)]) }
   await both()
   pb.command('go')
   pa.command('go')
@@ -194,7 +201,7 @@ async function throughput (c: ClusterContext, cl: Cluster, rpid: number | null):
       procs[layout].push(runClients({ mode: 'multi', url, token: TOKEN, sessions: mine, per_session: 1, turns, wait_go: true, timeout_ms: 300_000 }))
     }
   }
-  const nextAll = async (layout: Layout): Promise<void> => { await Promise.all(procs[layout].map(async (p) => await p.nextEvent())) }
+  const nextAll = async (layout: Layout): Promise<void> => { await Promise.all(procs[layout].map(step)) }
   const total = n * c.sizes.linesPerSession
   const cpu: Record<Layout, Array<{ cpu: number, rcpu: number | null, load1: number }>> = { one: [], three: [] }
   for (const layout of layouts) await nextAll(layout)

@@ -10,7 +10,8 @@
  * (bench/bare-server.mjs), Redis ceilings; the old naive pipe
  * (bench/raw-pipe.mjs) only as a labelled extra row. The live-path
  * scenarios are in bench/live.ts; the scaling curve (bench/scaling.ts) runs
- * 1–500 sessions. Clients run in other processes
+ * 1–500 sessions; bench/cluster.ts runs three nodes on one Redis (cross-node
+ * delivery against the same-node client, three nodes against one). Clients run in other processes
  * (bench/clients.mjs). Prints markdown tables and writes
  * bench/results/latest.md and latest.json (--soak: soak.md/.json;
  * --quick: quick.json; --only: partial.json). --profile (--heap-profile)

@@ -7,12 +7,14 @@
  * a full build on a busy 2-core machine).
  *
  * "Older" is by modification time: any file under src/ or config/, or
- * tsconfig.json or package-lock.json, newer than dist/.tsbuildinfo (tsc
- * writes it at the end of each build; see tsconfig.json) means a build. The
- * build itself stays incremental.
+ * tsconfig.json or package-lock.json, newer than dist/.built (this script
+ * writes it after each build it ran) means a build, and so does a missing
+ * dist/src/server.js. Not tsc's own dist/.tsbuildinfo: a `tsc --noEmit`
+ * writes that too, without building anything. The build itself stays
+ * incremental.
  */
 import { execFileSync } from 'node:child_process'
-import { readdirSync, statSync, utimesSync } from 'node:fs'
+import { readdirSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -20,9 +22,10 @@ import { fileURLToPath } from 'node:url'
 export function staleSource (root) {
   let built
   try {
-    built = statSync(join(root, 'dist', '.tsbuildinfo')).mtimeMs
+    built = statSync(join(root, 'dist', '.built')).mtimeMs
+    statSync(join(root, 'dist', 'src', 'server.js'))
   } catch {
-    return join(root, 'dist', '.tsbuildinfo')
+    return join(root, 'dist', '.built')
   }
   for (const file of ['tsconfig.json', 'package-lock.json']) {
     const path = join(root, file)
@@ -68,8 +71,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   if (stale !== null) {
     process.stderr.write(`building dist/ (${stale.slice(root.length + 1)} is newer than the last build)\n`)
     execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.json')], { cwd: root, stdio: 'inherit' })
-    // tsc leaves the file alone when no output changed (a touched but unchanged source): mark the check done.
-    const now = new Date()
-    utimesSync(join(root, 'dist', '.tsbuildinfo'), now, now)
+    // Written after tsc succeeded (it throws otherwise), whatever tsc chose to rewrite.
+    writeFileSync(join(root, 'dist', '.built'), `${new Date().toISOString()}\n`)
   }
 }

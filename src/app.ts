@@ -25,6 +25,7 @@ import { listenMetrics } from './metrics/metrics-server.js'
 import { TimedStore } from './metrics/timed-store.js'
 import { isDeadLocalNode } from './cluster/dead-node.js'
 import { LeaseKeeper } from './cluster/lease-keeper.js'
+import { Placement } from './cluster/placement.js'
 import { ClusterRouter } from './cluster/router.js'
 import { isLoopback } from './net/loopback.js'
 import { redactedRequest } from './net/redact.js'
@@ -40,6 +41,7 @@ import { validationError } from './routes/validate.js'
 import { wsRoutes } from './routes/ws.js'
 import { gatewaySandbox } from './sandbox/gateway-sandbox.js'
 import type { ProbeRunner } from './sandbox/probe.js'
+import type { SessionOptions } from './protocol/session-options.js'
 import { SessionManager } from './session/session-manager.js'
 import { MemoryStore } from './store/memory.js'
 import { RedisStore } from './store/redis.js'
@@ -125,7 +127,17 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     node: config.nodeId,
     logger,
     find: (id) => manager.loadedSession(id),
-    heartbeatMs: Math.max(100, Math.floor(config.sessionLeaseMs / 3))
+    heartbeatMs: Math.max(100, Math.floor(config.sessionLeaseMs / 3)),
+    onCreate: async (tenant, options) => (await manager.create(tenant, options as SessionOptions)).snapshot()
+  })
+  // Creates this node is too full for go to the least loaded node with room.
+  const placement = new Placement({
+    store,
+    node: config.nodeId,
+    load: () => manager.load,
+    everyMs: Math.max(100, Math.floor(config.sessionLeaseMs / 3)),
+    createOn: async (node, tenant, options) => await router.call(node, '', 'create', [tenant, options]) as Record<string, unknown>,
+    logger
   })
   const manager: SessionManager = new SessionManager({
     // Several nodes may share this store: each CLI's conversation travels with it.
@@ -246,7 +258,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     metrics
   })
   await app.register(openapi) // before the routes: it documents those registered after it
-  await app.register(sessionRoutes, { manager })
+  await app.register(sessionRoutes, { manager, placement })
   await app.register(permissionRoutes, { manager })
   const tenantConnections = new TenantConnections(config.maxConnectionsPerTenant)
   await app.register(eventRoutes, { manager, keepaliveIntervalMs: config.keepaliveIntervalMs, maxBufferedBytes: config.wsMaxBufferedBytes, maxClientsPerSession: config.maxClientsPerSession, tenantConnections, historyPageMaxBytes: config.historyPageMaxBytes })
@@ -273,6 +285,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
       metricsServer = await listenMetrics({ host: config.host, port: metricsPort, token: metricsToken, scrape, metrics })
     }
     await router.start()
+    await placement.start()
     const reaped = await reapOrphans(pidDir, config.cliStopTimeoutMs)
     if (reaped.length > 0) logger.warn({ pids: reaped }, 'ended CLIs left running by a previous gateway process')
     try {
@@ -288,6 +301,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   app.addHook('onClose', async () => {
     metricsServer?.closeAllConnections()
     metricsServer?.close()
+    await placement.close()
     await manager.shutdown(config.shutdownGraceMs)
     await router.close()
     sandbox.close()

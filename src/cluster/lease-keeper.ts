@@ -28,7 +28,8 @@ export class LeaseKeeper {
   readonly #o: LeaseKeeperOptions
   readonly #kept = new Map<string, Kept>()
   #timer: NodeJS.Timeout | null = null
-  #renewing = false
+  /** The renewal round in flight, if any. */
+  #renewing: Promise<void> | null = null
 
   constructor (options: LeaseKeeperOptions) {
     this.#o = options
@@ -56,7 +57,16 @@ export class LeaseKeeper {
   async release (lease: Lease): Promise<void> {
     const kept = this.#kept.get(lease.sessionId)
     if (kept !== undefined && kept.lease.epoch === lease.epoch) this.#kept.delete(lease.sessionId)
+    // A renewal already sent would land after the release and take the lapsed lease back
+    // (renew re-creates a lease nobody acquired since): release only after it.
+    await this.#renewing
     await this.#o.leases.release(lease)
+  }
+
+  /** True while `lease` is kept here (acquired, not released, not fenced). */
+  holds (lease: Lease): boolean {
+    const kept = this.#kept.get(lease.sessionId)
+    return kept !== undefined && kept.lease.epoch === lease.epoch
   }
 
   /** Stops renewing without releasing (the session was fenced: the lease is not ours any more). */
@@ -77,8 +87,12 @@ export class LeaseKeeper {
   }
 
   async #renewAll (): Promise<void> {
-    if (this.#renewing) return
-    this.#renewing = true
+    if (this.#renewing !== null) return
+    this.#renewing = this.#renewRound()
+    await this.#renewing
+  }
+
+  async #renewRound (): Promise<void> {
     try {
       await Promise.all([...this.#kept.values()].map(async (kept) => {
         let held: boolean
@@ -94,7 +108,7 @@ export class LeaseKeeper {
         kept.onFenced()
       }))
     } finally {
-      this.#renewing = false
+      this.#renewing = null
       if (this.#kept.size === 0 && this.#timer !== null) {
         clearInterval(this.#timer)
         this.#timer = null

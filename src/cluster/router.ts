@@ -20,6 +20,7 @@ import type { Logger } from 'pino'
 import type { ClientPort, Role } from '../session/audience.js'
 import type { ClientFrame } from '../protocol/client-frames.js'
 import type { NodeBus } from '../store/store.js'
+import { type ErrorCode, GatewayError } from '../errors.js'
 import { RemotePort } from './remote-port.js'
 
 /** What the router needs of the sessions on this node. */
@@ -33,11 +34,14 @@ export interface RoutedSession {
   /** The node this session's frames went to does not own it: handle `frame` here again (it may have stopped). */
   ownerMoved: (port: ClientPort, frame: ClientFrame | null) => void
   /** On the owner: an HTTP call made on another node (answer a prompt, stop, list pending prompts). */
-  call: (op: CallOp, args: unknown[]) => Promise<unknown>
+  call: (op: SessionCallOp, args: unknown[]) => Promise<unknown>
 }
 
+/** The calls that act on one session (the rest act on the node). */
+export type SessionCallOp = Exclude<CallOp, 'create'>
+
 /** What another node may ask of a session's owner on behalf of an HTTP request. */
-export type CallOp = 'answer' | 'stop' | 'pending'
+export type CallOp = 'answer' | 'stop' | 'pending' | 'create'
 
 /** The owner does not own the session (any more): the caller handles the request itself. */
 export class NotOwner extends Error {
@@ -57,6 +61,8 @@ export interface ClusterRouterOptions {
   heartbeatMs: number
   /** How long a call waits for the owner's reply (default 5000 ms). */
   callTimeoutMs?: number
+  /** Creates a session here for a node that is full (src/cluster/placement.ts); resolves with its snapshot. */
+  onCreate?: (tenant: string, options: unknown) => Promise<unknown>
 }
 
 type Message =
@@ -66,7 +72,7 @@ type Message =
   | { k: 'send', s: string, c: string, f: string }
   | { k: 'moved', s: string, c: string, f: ClientFrame | null }
   | { k: 'call', s: string, id: string, n: string, op: CallOp, a: unknown[] }
-  | { k: 'reply', id: string, ok: boolean, v?: unknown, moved?: boolean, e?: string }
+  | { k: 'reply', id: string, ok: boolean, v?: unknown, moved?: boolean, e?: string, c?: ErrorCode }
 
 interface LocalClient { sessionId: string, port: ClientPort, owner: string, role: Role }
 interface Remote { port: RemotePort, sessionId: string, seen: number }
@@ -208,11 +214,12 @@ export class ClusterRouter {
         return
       }
       case 'call': {
+        if (m.op === 'create') { this.#create(m); return }
         const session = this.#owned(m.s)
         if (session === null) { this.#post(m.n, { k: 'reply', id: m.id, ok: false, moved: true }); return }
-        session.call(m.op, m.a).then(
+        session.call(m.op as SessionCallOp, m.a).then(
           (v) => { this.#post(m.n, { k: 'reply', id: m.id, ok: true, v }) },
-          (err: unknown) => { this.#post(m.n, { k: 'reply', id: m.id, ok: false, e: err instanceof Error ? err.message : String(err) }) })
+          (err: unknown) => { this.#post(m.n, failed(m.id, err)) })
         return
       }
       case 'reply': {
@@ -221,9 +228,18 @@ export class ClusterRouter {
         this.#calls.delete(m.id)
         clearTimeout(waiting.timer)
         if (m.ok) waiting.resolve(m.v)
-        else waiting.reject(m.moved === true ? new NotOwner() : new Error(m.e ?? 'the owner failed'))
+        else if (m.moved === true) waiting.reject(new NotOwner())
+        else waiting.reject(m.c !== undefined ? new GatewayError(m.c, m.e) : new Error(m.e ?? 'the owner failed'))
       }
     }
+  }
+
+  #create (m: Extract<Message, { k: 'call' }>): void {
+    const create = this.#o.onCreate
+    if (create === undefined) { this.#post(m.n, failed(m.id, new GatewayError('too_many_sessions'))); return }
+    create(String(m.a[0]), m.a[1]).then(
+      (v) => { this.#post(m.n, { k: 'reply', id: m.id, ok: true, v }) },
+      (err: unknown) => { this.#post(m.n, failed(m.id, err)) })
   }
 
   #owned (sessionId: string): RoutedSession | null {
@@ -259,6 +275,13 @@ export class ClusterRouter {
       this.#o.logger.warn({ to: node, kind: message.k, err: (err as Error).message }, 'node bus send failed')
     })
   }
+}
+
+/** A reply saying a call failed; a GatewayError keeps its code, so the caller answers as this node would have. */
+function failed (id: string, err: unknown): Message {
+  return err instanceof GatewayError
+    ? { k: 'reply', id, ok: false, e: err.message, c: err.code }
+    : { k: 'reply', id, ok: false, e: err instanceof Error ? err.message : String(err) }
 }
 
 /** For a `holder` gateway frame: whether it tells its client that it holds the session; else null. */

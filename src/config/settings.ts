@@ -68,7 +68,8 @@ export const envSchema = z.object({
   CLAUDE_BIN: optional(z.string().min(1), 'the `@anthropic-ai/claude-code` dependency\'s binary, else `claude` on PATH', 'the CLI to spawn'),
   CLAUDE_ARGS_EXTRA: defaulted(z.string().transform((v) => v.split(/\s+/).filter((a) => a !== '')), '', 'operator-only extra CLI flags, space separated'),
   WORKSPACE_ROOT: optional(z.string().min(1), '`$DATA_DIR/workspaces`', 'sessions run in `<root>/<tenant>/<cwd or session id>`; must not hold `DATA_DIR`'),
-  REDIS_URL: optional(z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL'), '(unset: in-memory store)', '`redis://…` to keep event logs in Redis', true),
+  REDIS_URL: optional(z.string().regex(/^rediss?:\/\/[^,\s]+(,\s*rediss?:\/\/[^,\s]+)*$/, 'must be a redis:// or rediss:// URL, or a comma-separated list of them (Cluster seed nodes)'), '(unset: in-memory store)',
+    '`redis://…` to keep event logs in Redis; a comma-separated list names seed nodes of a Redis Cluster (implies `REDIS_CLUSTER`; the first one\'s credentials and TLS apply to all)', true),
   REDIS_PREFIX: defaulted(z.string().min(1).regex(/^[^{}]*$/, 'must not contain { or } (they would break the per-session hash tag)'), 'cgw:',
     'key prefix in Redis (no `{` or `}`)'),
   REDIS_CLUSTER: defaulted(flag(), 'false',
@@ -188,7 +189,7 @@ export const configSchema = envSchema.transform((e) => {
     redisUrl: e.REDIS_URL,
     redisPrefix: e.REDIS_PREFIX,
     /** REDIS_URL is a seed node of a Redis Cluster. */
-    redisCluster: e.REDIS_CLUSTER,
+    redisCluster: e.REDIS_CLUSTER || (e.REDIS_URL?.includes(',') ?? false),
     /** This process's name among gateways sharing a store (the root logger's `node`). */
     nodeId: e.NODE_ID ?? defaultNodeId(),
     sessionLeaseMs: e.SESSION_LEASE_MS,

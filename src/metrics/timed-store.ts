@@ -4,7 +4,7 @@
  * implementation knows about metrics; app.ts gives it to the sessions only,
  * whose event logs are what appends.
  */
-import type { EventFeed, EventStore, NodeBus, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent } from '../store/store.js'
+import type { EventFeed, EventStore, NodeBus, NodeLoad, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent } from '../store/store.js'
 import type { MetricsSink } from './sink.js'
 
 export class TimedStore implements EventStore {
@@ -21,6 +21,9 @@ export class TimedStore implements EventStore {
   get feed (): EventFeed { return this.#inner.feed }
   get bus (): NodeBus { return this.#inner.bus }
   claimOnce (key: string, ttlMs: number): Promise<boolean> { return this.#inner.claimOnce(key, ttlMs) }
+  reportNode (load: NodeLoad, ttlMs: number): Promise<void> { return this.#inner.reportNode(load, ttlMs) }
+  listNodes (): Promise<NodeLoad[]> { return this.#inner.listNodes() }
+  forgetNode (node: string): Promise<void> { return this.#inner.forgetNode(node) }
   saveConversation (sessionId: string, data: Buffer, lease?: Lease): Promise<void> { return this.#inner.saveConversation(sessionId, data, lease) }
   loadConversation (sessionId: string): Promise<Buffer | null> { return this.#inner.loadConversation(sessionId) }
 

@@ -10,11 +10,14 @@ import { listQuery, sessionOptions } from '../protocol/session-options.js'
 import type { Session } from '../session/session.js'
 import type { SessionManager } from '../session/session-manager.js'
 import { sessionView } from '../session/session-view.js'
+import type { Placement } from '../cluster/placement.js'
 import { authErrors, errorResponses, sessionBody, sessionPage, sessionParams } from './schemas.js'
 import { isSessionId, jsonBody } from './validate.js'
 
 export interface SessionRoutesOptions {
   manager: SessionManager
+  /** Other nodes with room, for creates this node is too full to take. */
+  placement?: Pick<Placement, 'elsewhere'>
 }
 
 /** Answers of every route under /v1/sessions/:id besides its own. */
@@ -28,7 +31,7 @@ export async function findSession (manager: SessionManager, request: FastifyRequ
   return session
 }
 
-export async function sessionRoutes (fastify: FastifyInstance, { manager }: SessionRoutesOptions): Promise<void> {
+export async function sessionRoutes (fastify: FastifyInstance, { manager, placement }: SessionRoutesOptions): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>()
 
   app.post('/v1/sessions', {
@@ -44,7 +47,15 @@ export async function sessionRoutes (fastify: FastifyInstance, { manager }: Sess
     },
     preValidation: jsonBody
   }, async (request, reply) => {
-    const session = await manager.create(request.tenant, request.body)
+    let session
+    try {
+      session = await manager.create(request.tenant, request.body)
+    } catch (err) {
+      // This node is full: another with room starts the CLI (several nodes, docs/SCALING.md).
+      const placed = err instanceof GatewayError && err.code === 'too_many_sessions' ? await placement?.elsewhere(request.tenant, request.body) : null
+      if (placed == null) throw err
+      return reply.code(201).send(placed as z.output<typeof sessionBody>)
+    }
     return reply.code(201).send(session.snapshot() as z.output<typeof sessionBody>)
   })
 

@@ -104,7 +104,8 @@ export class SessionManager {
       },
       release: async (lease) => await keeper.release(lease),
       forget: (lease) => keeper.forget(lease),
-      reclaim: async (lease) => await leases.renew(lease, keeper.ttlMs)
+      // Only a lease this node still holds: a write that lands after a release must not bring it back.
+      reclaim: async (lease) => keeper.holds(lease) && await leases.renew(lease, keeper.ttlMs)
     }
     options.store.onReconnect?.(() => { void this.#saveRecordsAgain() })
   }
@@ -115,6 +116,11 @@ export class SessionManager {
   /** A session loaded on this node (owned here or followed), without touching the store. */
   loadedSession (id: string): Session | undefined {
     return this.#sessions.get(id)
+  }
+
+  /** How full this node is: CLIs running and creates reserved, against MAX_SESSIONS. */
+  get load (): { running: number, max: number } {
+    return { running: this.#running.size + this.#reserved.size, max: this.#o.maxSessions }
   }
 
   /** Sessions whose CLI is running (what MAX_SESSIONS limits). */

@@ -64,6 +64,11 @@ export class Session {
   #cli: CliHandle | null = null
   #stopping = false
   #turnsPending = 0
+  /** A `disown` in progress (close waits for its release to reach the store before the store closes). */
+  #disowning: Promise<void> | null = null
+  /** Settles once the running CLI's exit has been recorded (its status frame and record queued). */
+  #exitHandled: Promise<void> = Promise.resolve()
+  #exitDone: () => void = () => {}
   /** Woken whenever no turn is running any more (drain). */
   #turnWaiters: Array<() => void> = []
   readonly #idle: IdleTimer
@@ -341,8 +346,17 @@ export class Session {
    * so that any node may start the session next. Kept if a CLI started again meanwhile.
    */
   async disown (): Promise<void> {
-    await this.#events.flush(5000)
-    await this.#recordWrite
+    const running = this.#giveUp()
+    this.#disowning = running
+    try {
+      await running
+    } finally {
+      if (this.#disowning === running) this.#disowning = null
+    }
+  }
+
+  async #giveUp (): Promise<void> {
+    await this.#settleWrites(5000)
     await this.#saveConversation()
     const lease = this.#lease
     if (lease === null || this.#cli !== null || this.#owning !== null || this.#waiting !== null) return
@@ -416,6 +430,7 @@ export class Session {
       return this.#startFailed(err)
     }
     this.#cli = cli
+    this.#exitHandled = new Promise((resolve) => { this.#exitDone = resolve })
     this.#setStatus('starting')
     this.#control.cliStarted(opening)
     this.#armIdle()
@@ -482,9 +497,12 @@ export class Session {
   async close (deadlineMs: number): Promise<void> {
     this.#stopFollowing()
     await this.stop('shutdown')
-    await this.#events.flush(deadlineMs)
-    await this.#recordWrite
+    // The CLI's end is recorded by its exit handler, which may run after stop() returned:
+    // released before that, the lease would be gone when the 'stopped' record is written.
+    await this.#exitHandled
+    await this.#settleWrites(deadlineMs)
     await this.#saveConversation()
+    await this.#disowning
     // Any node may take the session at once (the next message resumes it there).
     const lease = this.#lease
     if (lease !== null && !this.#gone) {
@@ -776,11 +794,22 @@ export class Session {
     this.#turnsPending = 0
     this.#wakeTurnWaiters()
     this.#control.cliExited()
-    if (this.#gone) return
+    if (this.#gone) { this.#exitDone(); return }
     const info = exitInfo(exit, stopped)
     this.#record.exit = info
     this.#setStatus(stopped ? 'stopped' : 'exited', { exit: info })
+    this.#exitDone()
     void this.disown()
+  }
+
+  /** Until every event and record write queued so far (and any queued meanwhile) is done. */
+  async #settleWrites (deadlineMs: number): Promise<void> {
+    for (;;) {
+      await this.#events.flush(deadlineMs)
+      const write = this.#recordWrite
+      await write
+      if (write === this.#recordWrite) return
+    }
   }
 
   /** Carries out what the control plane decided, in the order it decided it. */
@@ -833,7 +862,8 @@ export class Session {
         }
       })
       .catch((err: unknown) => {
-        if (err instanceof FencedError) this.fence()
+        if (err instanceof FencedError && this.#lease === lease) this.fence()
+        else if (err instanceof FencedError) this.#log.warn('a record write landed after the session lease was given up; dropped')
         else this.#log.warn({ err }, 'saving session record failed')
       })
   }

@@ -7,7 +7,7 @@ import { MemoryBus } from './memory-bus.js'
 import { MemoryFeed } from './memory-feed.js'
 import { MemoryLeases } from './memory-leases.js'
 import {
-  type EventStore, type Lease, type ListOptions, FencedError, type RetentionOptions, type SessionPage,
+  type EventStore, type Lease, type ListOptions, type NodeLoad, FencedError, type RetentionOptions, type SessionPage,
   type RawEvent, type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal, withinBytes
 } from './store.js'
 
@@ -26,6 +26,7 @@ export class MemoryStore implements EventStore {
   readonly #now: () => number
   /** claimOnce keys and when each claim ends. */
   readonly #claims = new Map<string, number>()
+  readonly #nodes = new Map<string, { load: NodeLoad, until: number }>()
   readonly leases: MemoryLeases
   readonly feed: MemoryFeed
   /** One process is one node: the bus only ever carries messages to itself. */
@@ -138,6 +139,20 @@ export class MemoryStore implements EventStore {
   async loadConversation (sessionId: string): Promise<Buffer | null> {
     const data = this.#entry(sessionId, false)?.conversation
     return data === undefined ? null : Buffer.from(data)
+  }
+
+  /** One process is one node: it is the only one that reports. */
+  async reportNode (load: NodeLoad, ttlMs: number): Promise<void> {
+    this.#nodes.set(load.node, { load: { ...load }, until: this.#now() + ttlMs })
+  }
+
+  async listNodes (): Promise<NodeLoad[]> {
+    const now = this.#now()
+    return [...this.#nodes.values()].filter((n) => n.until > now).map((n) => ({ ...n.load }))
+  }
+
+  async forgetNode (node: string): Promise<void> {
+    this.#nodes.delete(node)
   }
 
   async claimOnce (key: string, ttlMs: number): Promise<boolean> {

@@ -5,7 +5,8 @@
  * While a node follows a session it keeps the flag key `P{<id>}:followed`
  * (SET with PX, refreshed at a third of its TTL; never deleted, since other
  * nodes may follow too: it expires). While the flag exists, the store's
- * append script PUBLISHes the frames of each call, joined by "\n", on
+ * append script PUBLISHes the entries of each call (`<entry id>` and `<frame>`
+ * lines, joined by "\n": the id gives the seq wherever the frame holds it) on
  * `P{<id>}:feed`. One subscriber connection per feed carries every followed
  * session's channel; the follower logic (catch-up from the log, held batches,
  * gaps) is MemoryFeed's (memory-feed.ts).
@@ -56,7 +57,6 @@ const RETRY_MAX_MS = 5000
 const QUIT_TIMEOUT_MS = 2000
 /** How long a first follow waits for the subscriber to connect before trying anyway (and failing, reported). */
 const READY_WAIT_MS = 5000
-const SEQ_PREFIX = '{"seq":'
 
 export class RedisFeed implements EventFeed {
   readonly #subscriber: RedisClient
@@ -183,11 +183,13 @@ export class RedisFeed implements EventFeed {
   #onMessage (channel: string, message: string): void {
     const id = this.#channels.get(channel)
     if (id === undefined || message === '') return
-    const frames = message.split('\n')
+    // `<entry id>` and `<frame>` lines, as the append script publishes them.
+    const lines = message.split('\n')
     const events: StoredEvent[] = []
-    for (const frame of frames) {
-      const seq = seqOf(frame)
-      if (seq === null || (events.length > 0 && seq !== (events[events.length - 1] as StoredEvent).seq + 1)) {
+    for (let i = 0; i < lines.length; i += 2) {
+      const seq = seqOf(lines[i] as string)
+      const frame = lines[i + 1]
+      if (seq === null || frame === undefined || (events.length > 0 && seq !== (events[events.length - 1] as StoredEvent).seq + 1)) {
         // Not what the append script sends: trust the log instead.
         this.#core.fail(id, new Error(`unexpected message on ${channel}: ${message.slice(0, 80)}`))
         this.#core.resync(id)
@@ -275,12 +277,9 @@ export class RedisFeed implements EventFeed {
   }
 }
 
-/** The seq of a frame `{"seq":N,…`, read from its start without parsing the rest; null if it has none. */
-function seqOf (frame: string): number | null {
-  if (!frame.startsWith(SEQ_PREFIX)) return null
-  const end = frame.indexOf(',', SEQ_PREFIX.length)
-  if (end < 0) return null
-  const digits = frame.slice(SEQ_PREFIX.length, end)
+/** The seq of a stream entry id `<seq>-0`; null if it is not one. */
+function seqOf (id: string): number | null {
+  const digits = id.endsWith('-0') ? id.slice(0, -2) : ''
   if (!/^[1-9][0-9]*$/.test(digits)) return null
   const seq = Number(digits)
   return Number.isSafeInteger(seq) ? seq : null

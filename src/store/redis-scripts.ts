@@ -19,8 +19,10 @@
  *   TTL of the session's record KEYS[2]: a stream created after the session
  *   ended (a late retried batch) must expire with its record.
  * - Followers: when the flag KEYS[4] exists (a node follows the session, see
- *   redis-feed.ts), the call's frames are published on the channel ARGV[4],
- *   joined by "\n". The flag keeps this to sessions somebody follows.
+ *   redis-feed.ts), the call's entries are published on the channel ARGV[4]
+ *   as `<id>` and `<frame>` lines, joined by "\n" (frames are one-line JSON;
+ *   the id says the seq, wherever the frame has its own). The flag keeps
+ *   this to sessions somebody follows.
  */
 export const APPEND_SCRIPT = `local max = ARGV[1]
 if ARGV[3] ~= '' and redis.call('HGET', KEYS[3], 'epoch') ~= ARGV[3] then
@@ -38,7 +40,10 @@ if ARGV[2] == '1' and redis.call('PTTL', KEYS[1]) == -1 then
 end
 if redis.call('EXISTS', KEYS[4]) == 1 then
   local frames = {}
-  for i = 6, #ARGV, 2 do frames[#frames + 1] = ARGV[i] end
+  for i = 5, #ARGV, 2 do
+    frames[#frames + 1] = ARGV[i]
+    frames[#frames + 1] = ARGV[i + 1]
+  end
   redis.call('PUBLISH', ARGV[4], table.concat(frames, '\\n'))
 end
 return 0`

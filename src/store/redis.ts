@@ -31,6 +31,8 @@
  *                           (ties: higher id first, as ZREVRANGEBYSCORE does).
  *                           Members whose meta has expired are removed lazily
  *                           by listSessions.
+ *   P nodes                 Hash: NODE_ID → how full that node said it was and
+ *                           until when it counts (placement of new sessions).
  *   P live                  Set of ids of sessions not in a final state, read
  *                           by listLive at start-up to find orphans. Stale
  *                           members are removed lazily by listLive.
@@ -57,7 +59,7 @@
 import { isIP } from 'node:net'
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis'
 import {
-  type EventFeed, type EventStore, type Lease, type NodeBus, type ListOptions, type RetentionOptions, type SessionPage,
+  type EventFeed, type EventStore, type Lease, type NodeBus, type NodeLoad, type ListOptions, type RetentionOptions, type SessionPage,
   type RawEvent, type SessionRecord, type StoredEvent, FencedError, decodeCursor, encodeCursor, isFinal
 } from './store.js'
 import { RedisBus } from './redis-bus.js'
@@ -76,8 +78,9 @@ export interface RedisStoreConfig {
   /** `redis://` or `rediss://` URL; used when no `client` is given. Default `redis://127.0.0.1:6379`. */
   url?: string | undefined
   /**
-   * `url` names one seed node of a Redis Cluster: the client learns the other
-   * masters from it, and the URL's credentials and TLS apply to every node.
+   * `url` names one seed node of a Redis Cluster (or several, comma-separated):
+   * the client learns the other masters from them, and the first URL's
+   * credentials and TLS apply to every node.
    */
   cluster?: boolean | undefined
   /** A ready-made client (e.g. an ioredis `Cluster`). The store does not close an injected client. */
@@ -129,7 +132,7 @@ export class RedisStore implements EventStore {
     } else {
       const url = config.url ?? 'redis://127.0.0.1:6379'
       this.#client = config.cluster === true
-        ? new Cluster([seedNode(url)], clusterOptions(url, this.#timeoutMs))
+        ? new Cluster(url.split(',').map((seed) => seedNode(seed.trim())), clusterOptions((url.split(',')[0] as string).trim(), this.#timeoutMs))
         : new Redis(url, clientOptions(this.#timeoutMs))
       this.#ownsClient = true
       const failed = (error: Error): void => {
@@ -221,6 +224,7 @@ export class RedisStore implements EventStore {
   #channel (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:feed` }
   #tenantIndex (tenant: string): string { return `${this.#prefix}tenant:${tenant}:sessions` }
   #live (): string { return `${this.#prefix}live` }
+  #nodes (): string { return `${this.#prefix}nodes` }
 
   async append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> {
     // Seqs start at 1; Redis refuses the id 0-0, and the memory store ignores seq <= 0 too.
@@ -404,6 +408,33 @@ export class RedisStore implements EventStore {
 
   async loadConversation (sessionId: string): Promise<Buffer | null> {
     return await this.#client.getBuffer(this.#conversation(sessionId))
+  }
+
+  async reportNode (load: NodeLoad, ttlMs: number): Promise<void> {
+    await this.#client.hset(this.#nodes(), load.node, JSON.stringify({ ...load, until: load.at + ttlMs }))
+  }
+
+  async listNodes (): Promise<NodeLoad[]> {
+    const all = await this.#client.hgetall(this.#nodes())
+    const now = Date.now()
+    const live: NodeLoad[] = []
+    const gone: string[] = []
+    for (const [node, json] of Object.entries(all)) {
+      try {
+        const entry = JSON.parse(json) as NodeLoad & { until: number }
+        if (entry.until > now) live.push({ node, running: entry.running, max: entry.max, at: entry.at })
+        else gone.push(node)
+      } catch {
+        gone.push(node)
+      }
+    }
+    // Nodes that stopped reporting (they died): dropped lazily, by whoever lists.
+    if (gone.length > 0) await this.#client.hdel(this.#nodes(), ...gone)
+    return live
+  }
+
+  async forgetNode (node: string): Promise<void> {
+    await this.#client.hdel(this.#nodes(), node)
   }
 
   async claimOnce (key: string, ttlMs: number): Promise<boolean> {

@@ -13,7 +13,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { Logger } from 'pino'
 import { sessionRecordSchema } from './record-schema.js'
-import type { EventFeed, EventStore, NodeBus, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent } from './store.js'
+import type { EventFeed, EventStore, NodeBus, NodeLoad, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent } from './store.js'
 import { firstIssue } from '../protocol/first-issue.js'
 
 export interface SignedStoreOptions {
@@ -46,6 +46,9 @@ export class SignedStore implements EventStore {
   get feed (): EventFeed { return this.#inner.feed }
   get bus (): NodeBus { return this.#inner.bus }
   claimOnce (key: string, ttlMs: number): Promise<boolean> { return this.#inner.claimOnce(key, ttlMs) }
+  reportNode (load: NodeLoad, ttlMs: number): Promise<void> { return this.#inner.reportNode(load, ttlMs) }
+  listNodes (): Promise<NodeLoad[]> { return this.#inner.listNodes() }
+  forgetNode (node: string): Promise<void> { return this.#inner.forgetNode(node) }
   saveConversation (sessionId: string, data: Buffer, lease?: Lease): Promise<void> { return this.#inner.saveConversation(sessionId, data, lease) }
   loadConversation (sessionId: string): Promise<Buffer | null> { return this.#inner.loadConversation(sessionId) }
 

@@ -106,6 +106,17 @@ export class FencedError extends Error {
   }
 }
 
+/** How full a gateway node said it was, and when (placement of new sessions). */
+export interface NodeLoad {
+  node: string
+  /** CLIs running (and creates reserved). */
+  running: number
+  /** Its MAX_SESSIONS. */
+  max: number
+  /** When it said so, ms since the epoch. */
+  at: number
+}
+
 /** Session leases with fencing epochs, kept in the store every node shares. */
 export interface SessionLeases {
   /**
@@ -194,6 +205,12 @@ export interface EventStore {
    * the store), false after: what makes a WebSocket ticket single-use.
    */
   claimOnce(key: string, ttlMs: number): Promise<boolean>
+  /** Records how full this node is (it says so again well within `ttlMs`, or is left out of `listNodes`). */
+  reportNode(load: NodeLoad, ttlMs: number): Promise<void>
+  /** Every node that reported within its `ttlMs`, in no particular order. */
+  listNodes(): Promise<NodeLoad[]>
+  /** This node leaves (shutdown): it is no longer offered new sessions. */
+  forgetNode(node: string): Promise<void>
   /**
    * Keeps the CLI's own conversation file of a session (src/session/conversation-file.ts),
    * so another node can resume it; fenced as `append` is, and expires with the record.

@@ -276,6 +276,30 @@ for (const backend of BACKENDS) {
     })
   })
 
+  describe(`placement across nodes (${backend.name})`, { timeout: 60_000, skip: backend.skip }, () => {
+    let cluster: GatewayNodes
+    before(async () => { cluster = await startNodes({ count: 2, redisUrl: await backend.url(), cluster: backend.cluster, env: { MAX_SESSIONS: '1' } }) })
+    after(async () => { await cluster.close() })
+
+    it('a create on a full node starts the CLI on a node with room; refused only when every node is full', async () => {
+      const [a, b] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]]
+      const first = await a.create()
+      const second = await a.create()
+      assert.notEqual(second.id, first.id)
+      assert.ok(Number.isInteger(second.pid) && processAlive(second.pid as number), 'its CLI runs')
+      const onB = (await b.session(second.id)).body
+      assert.equal(onB.pid, second.pid, 'node B runs it')
+      assert.equal((await a.session(first.id)).body.pid, first.pid, 'node A still runs the first')
+      const client = await a.connect(second.id, 'after=0')
+      await client.waitFor(isHello)
+      client.sendUser('echo placed')
+      assert.equal((await client.waitFor(isResult)).result, 'Echo: echo placed', 'a client on A drives it on B')
+      const third = await fetch(`${a.url}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN_A}`, 'content-type': 'application/json' }, body: '{}' })
+      assert.equal(third.status, 503)
+      assert.equal((await third.json() as any).code, 'too_many_sessions')
+    })
+  })
+
   describe(`moving between nodes (${backend.name})`, { timeout: 90_000, skip: backend.skip }, () => {
     let cluster: GatewayNodes
     before(async () => { cluster = await startNodes({ count: 3, redisUrl: await backend.url(), cluster: backend.cluster, env: { SHUTDOWN_GRACE_MS: '20000' } }) })

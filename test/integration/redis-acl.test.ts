@@ -104,6 +104,22 @@ describe('Redis ACL of docker/compose.yaml', () => {
     await waitFor(async () => seen.length === 4, 10_000, 'the appended events through the feed')
     assert.deepEqual(seen, [1, 2, 3, 4])
     unfollow()
+
+    // Node inboxes (XADD, PEXPIRE in MULTI; XREAD), node loads (HSET, HGETALL, HDEL), tickets (SET NX PX), conversations.
+    const inbox: string[] = []
+    await store.bus.start('node-acl', (m) => { inbox.push(m) })
+    await store.bus.send('node-acl', 'hello')
+    await waitFor(async () => inbox.length === 1, 10_000, 'the message through the inbox')
+    await store.reportNode({ node: 'node-acl', running: 1, max: 2, at: Date.now() }, 10_000)
+    assert.deepEqual((await store.listNodes()).map((n) => n.node), ['node-acl'])
+    await store.forgetNode('node-acl')
+    assert.deepEqual(await store.listNodes(), [])
+    assert.equal(await store.claimOnce('ticket:x', 10_000), true)
+    assert.equal(await store.claimOnce('ticket:x', 10_000), false)
+    const again = await store.leases.acquire(leased, 'node-a', 10_000)
+    assert.ok(again !== null)
+    await store.saveConversation(leased, Buffer.from('p\n{}'), again)
+    assert.deepEqual(await store.loadConversation(leased), Buffer.from('p\n{}'))
   })
 
   it('refuses connections without AUTH, and the default user', async () => {

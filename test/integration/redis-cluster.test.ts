@@ -80,4 +80,15 @@ describe('gateway on a Redis Cluster', { skip: missing ?? false }, () => {
     }
     assert.ok(masters.size >= 2, `sessions landed on ${masters.size} master(s)`)
   })
+
+  it('takes a comma-separated list of seed nodes as a Cluster, and starts while the first seed is down', async () => {
+    const seeds = `redis://127.0.0.1:1,${url}`
+    const listed = await gateway(scope, { env: { REDIS_URL: seeds, REDIS_PREFIX: prefix } })
+    assert.equal(listed.app.gateway.store.kind, 'redis')
+    const created = await listed.createSession()
+    const sessions = (await listed.request('GET', '/v1/sessions?limit=100')).body.sessions.map((s: any) => s.id)
+    assert.ok(sessions.includes(created.id))
+    assert.notEqual(await redisCommand(url, ['GET', `${prefix}{${created.id}}:meta`]).catch(() => 'moved'), null, 'the record is in the cluster')
+    await listed.close()
+  })
 })

@@ -162,6 +162,24 @@ function feedCases (target: () => Target): void {
     stop()
   })
 
+  it('takes the seq from the entry id, not the frame: gateway frames (seq after type) and frames with no seq arrive live, no catch-up', async () => {
+    const h = setup()
+    await h.append(range(1, 1))
+    const got = new Received()
+    const stop = h.feed().follow(h.id, 1, got.onEvents, got.onError)
+    await h.append(range(2, 2))
+    await got.upTo(2) // the subscription is live
+    const odd: StoredEvent[] = [
+      { seq: 3, frame: JSON.stringify({ type: 'gateway', subtype: 'status', seq: 3, status: 'stopped' }) },
+      { seq: 4, frame: JSON.stringify({ type: 'assistant', message: { text: 'a "seq":99, inside' }, seq: 4 }) }
+    ]
+    await h.append(odd)
+    await got.upTo(4)
+    assert.deepEqual(got.events.slice(-2), odd)
+    assert.deepEqual(got.errors, [], 'no message was refused (a refused one would be reported and read back from the log)')
+    stop()
+  })
+
   it('gives the stored backlog then live, with no gap or duplicate, while 2000 events are appended in many batches', async () => {
     const h = setup()
     await h.append(range(1, 300))

@@ -441,6 +441,21 @@ export function storeContract (
         await waitFor(async () => await store.loadConversation('s') === null, 10_000, 'the conversation to expire with its session')
       })
 
+      it('claims a key once until its TTL; keeps node loads until theirs', async () => {
+        const store = await make()
+        assert.equal(await store.claimOnce('ticket:a', 150), true)
+        assert.equal(await store.claimOnce('ticket:a', 150), false)
+        assert.equal(await store.claimOnce('ticket:b', 150), true, 'keys are independent')
+        await waitFor(async () => await store.claimOnce('ticket:a', 10_000), 5000, 'the claim to lapse')
+        await store.reportNode({ node: 'n1', running: 1, max: 4, at: Date.now() }, 10_000)
+        await store.reportNode({ node: 'n2', running: 0, max: 4, at: Date.now() }, 150)
+        assert.deepEqual((await store.listNodes()).map((n) => n.node).sort(), ['n1', 'n2'])
+        await waitFor(async () => (await store.listNodes()).length === 1, 5000, 'the short report to lapse')
+        assert.deepEqual((await store.listNodes()).map(({ node, running, max }) => ({ node, running, max })), [{ node: 'n1', running: 1, max: 4 }])
+        await store.forgetNode('n1')
+        assert.deepEqual(await store.listNodes(), [])
+      })
+
       it('one node holds a session; epochs grow with each acquisition', async () => {
         const store = await make()
         const a = await store.leases.acquire('s', 'node-a', 10_000)

@@ -23,7 +23,7 @@ describe('build-if-stale', () => {
   it('builds when there is no build yet', (t) => {
     const { root, file } = tree(t)
     file('src/server.ts', 1000)
-    assert.equal(staleSource(root), join(root, 'dist', '.tsbuildinfo'))
+    assert.equal(staleSource(root), join(root, 'dist', '.built'))
   })
 
   it('skips the build when every source is older than the last one', (t) => {
@@ -32,18 +32,32 @@ describe('build-if-stale', () => {
     file('src/session/session.ts', 1500)
     file('config/defaults.ts', 1200)
     file('tsconfig.json', 900)
+    file('dist/.built', 2000)
+    file('dist/src/server.js', 1900)
+    assert.equal(staleSource(root), null)
+  })
+
+  it('builds when only tsc\'s build info is there (a tsc --noEmit wrote it) or the entry point is missing', (t) => {
+    const { root, file } = tree(t)
+    file('src/server.ts', 1000)
     file('dist/.tsbuildinfo', 2000)
+    assert.equal(staleSource(root), join(root, 'dist', '.built'))
+    file('dist/.built', 2000)
+    assert.equal(staleSource(root), join(root, 'dist', '.built'), 'dist/src/server.js is missing')
+    file('dist/src/server.js', 2000)
     assert.equal(staleSource(root), null)
   })
 
   it('names a source edited after the last build, however deep, and the build settings', (t) => {
     const { root, file } = tree(t)
     file('src/server.ts', 1000)
-    file('dist/.tsbuildinfo', 2000)
+    file('dist/.built', 2000)
+    file('dist/src/server.js', 2000)
     const edited = file('src/session/deep/session.ts', 3000)
     assert.equal(staleSource(root), edited)
     const again = tree(t)
-    again.file('dist/.tsbuildinfo', 2000)
+    again.file('dist/.built', 2000)
+    again.file('dist/src/server.js', 2000)
     const lock = again.file('package-lock.json', 2500)
     assert.equal(staleSource(again.root), lock)
   })

@@ -74,6 +74,8 @@ describe('loadConfig', () => {
       GATEWAY_TOKENS: ` ${GOOD_TOKEN}=tenant-a , another-long-token-0002=tenant.b `
     })
     assert.equal(c.port, 9090)
+    assert.equal(c.redisCluster, false)
+    assert.equal(loadConfig({ REDIS_URL: 'redis://10.0.0.1:7000, redis://10.0.0.2:7000' }).redisCluster, true, 'a list of seeds is a Cluster')
     assert.equal(c.dataDir, '/tmp/cgw-data')
     assert.equal(c.workspaceRoot, '/tmp/cgw-ws')
     assert.equal(c.keepaliveIntervalMs, 250)
@@ -92,6 +94,7 @@ describe('loadConfig', () => {
     ['MAX_SESSIONS', '0'],
     ['LOG_LEVEL', 'loud'],
     ['REDIS_URL', 'http://localhost:6379'],
+    ['REDIS_URL', 'redis://a:6379,http://b:6379'],
     ['MAX_LINE_BYTES', '10'],
     ['WS_MAX_BUFFERED_BYTES', 'lots'],
     ['WS_UPGRADES_PER_MINUTE', '0'],
