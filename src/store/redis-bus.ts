@@ -18,6 +18,7 @@
  */
 import { Cluster, type Redis } from 'ioredis'
 import type { NodeBus } from './store.js'
+import { whenReady } from './redis-ready.js'
 
 type RedisClient = Redis | Cluster
 
@@ -208,20 +209,9 @@ export class RedisBus implements NodeBus {
    * ready fails. A lazy client (`wait`) connects on its first command.
    */
   async #ready (): Promise<void> {
-    const status = this.#reader.status
-    if (status === 'ready' || status === 'wait' || status === 'end' || status === 'close') return
-    let timer: NodeJS.Timeout | undefined
-    let done = (): void => {}
     try {
-      await new Promise<void>((resolve) => {
-        done = resolve
-        this.#wake = resolve
-        this.#reader.once('ready', done)
-        timer = setTimeout(resolve, READY_WAIT_MS)
-      })
+      await whenReady(this.#reader, READY_WAIT_MS, (wake) => { this.#wake = wake })
     } finally {
-      clearTimeout(timer)
-      this.#reader.off('ready', done)
       this.#wake = null
     }
   }

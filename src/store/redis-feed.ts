@@ -31,6 +31,7 @@
 import { Cluster, type Redis } from 'ioredis'
 import { MemoryFeed } from './memory-feed.js'
 import type { EventFeed, StoredEvent } from './store.js'
+import { whenReady } from './redis-ready.js'
 
 type RedisClient = Redis | Cluster
 
@@ -150,20 +151,7 @@ export class RedisFeed implements EventFeed {
    * first command instead.
    */
   async #ready (): Promise<void> {
-    const status = this.#subscriber.status
-    if (status === 'ready' || status === 'wait' || status === 'end' || status === 'close') return
-    let timer: NodeJS.Timeout | undefined
-    let onReady = (): void => {}
-    try {
-      await new Promise<void>((resolve) => {
-        onReady = resolve
-        this.#subscriber.once('ready', onReady)
-        timer = setTimeout(resolve, READY_WAIT_MS)
-      })
-    } finally {
-      clearTimeout(timer)
-      this.#subscriber.off('ready', onReady)
-    }
+    await whenReady(this.#subscriber, READY_WAIT_MS)
   }
 
   #unwatch (id: string): void {
