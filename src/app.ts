@@ -148,6 +148,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
       attach: (owner, id, port, role) => { router.attach(owner, id, port, role) },
       frame: (port, frame) => router.frame(port, frame),
       detach: (port) => { router.detach(port) },
+      unroute: (port) => router.unroute(port),
       dropRemote: (id) => { router.dropRemote(id) },
       call: async (owner, id, op, args) => await router.call(owner, id, op, args)
     },

@@ -31,8 +31,13 @@ export interface RoutedSession {
   handleFrame: (port: ClientPort, frame: ClientFrame) => void
   /** The owner says a client here holds (or no longer holds) the session. */
   remoteHolder: (port: ClientPort, holds: boolean) => void
-  /** The node this session's frames went to does not own it: handle `frame` here again (it may have stopped). */
-  ownerMoved: (port: ClientPort, frame: ClientFrame | null) => void
+  /**
+   * The node this client's frames went to does not own the session (any
+   * more), or did not confirm them in time (it died or hangs): handle
+   * `frames` here again, in order (the session may have stopped; the lease
+   * of a dead owner lapses, and then the CLI starts here).
+   */
+  ownerMoved: (port: ClientPort, frames: ClientFrame[]) => void
   /** On the owner: an HTTP call made on another node (answer a prompt, stop, list pending prompts). */
   call: (op: SessionCallOp, args: unknown[]) => Promise<unknown>
 }
@@ -68,13 +73,16 @@ export interface ClusterRouterOptions {
 type Message =
   | { k: 'attach', s: string, c: string, n: string, r: Role }
   | { k: 'detach', s: string, c: string }
-  | { k: 'frame', s: string, c: string, n: string, r: Role, f: ClientFrame }
+  | { k: 'frame', s: string, c: string, n: string, r: Role, f: ClientFrame, i: number }
+  | { k: 'ack', c: string, i: number }
   | { k: 'send', s: string, c: string, f: string }
-  | { k: 'moved', s: string, c: string, f: ClientFrame | null }
+  | { k: 'moved', s: string, c: string, i?: number }
   | { k: 'call', s: string, id: string, n: string, op: CallOp, a: unknown[] }
   | { k: 'reply', id: string, ok: boolean, v?: unknown, moved?: boolean, e?: string, c?: ErrorCode }
 
 interface LocalClient { sessionId: string, port: ClientPort, owner: string, role: Role }
+/** A frame sent to an owner and not yet confirmed by it. */
+interface Unconfirmed { id: number, sessionId: string, port: ClientPort, frame: ClientFrame, sentAt: number }
 interface Remote { port: RemotePort, sessionId: string, seen: number }
 
 export class ClusterRouter {
@@ -84,6 +92,9 @@ export class ClusterRouter {
   /** Clients of other nodes attached to sessions owned here, by client id. */
   readonly #remote = new Map<string, Remote>()
   #timer: NodeJS.Timeout | null = null
+  /** Frames sent to owners and not confirmed yet, by client id, in the order sent. */
+  readonly #unconfirmed = new Map<string, Unconfirmed[]>()
+  #frameCount = 0
   /** Calls waiting for their owner's reply, by call id. */
   readonly #calls = new Map<string, { resolve: (v: unknown) => void, reject: (e: Error) => void, timer: NodeJS.Timeout }>()
   #callCount = 0
@@ -119,18 +130,40 @@ export class ClusterRouter {
     this.#post(owner, { k: 'attach', s: sessionId, c: port.id, n: this.#o.node, r: role })
   }
 
-  /** Sends a frame of `port`'s to the owner it is attached to; false when it is attached to none. */
+  /**
+   * Sends a frame of `port`'s to the owner it is attached to; false when it is
+   * attached to none. The owner confirms each frame; one not confirmed within
+   * three heartbeats is handed back to the session (with every later one of
+   * that client), so a frame sent to a node that dies is not lost.
+   */
   frame (port: ClientPort, frame: ClientFrame): boolean {
     const local = this.#local.get(port.id)
     if (local === undefined) return false
-    this.#post(local.owner, { k: 'frame', s: local.sessionId, c: port.id, n: this.#o.node, r: local.role, f: frame })
+    const id = ++this.#frameCount
+    let list = this.#unconfirmed.get(port.id)
+    if (list === undefined) this.#unconfirmed.set(port.id, list = [])
+    list.push({ id, sessionId: local.sessionId, port, frame, sentAt: Date.now() })
+    this.#post(local.owner, { k: 'frame', s: local.sessionId, c: port.id, n: this.#o.node, r: local.role, f: frame, i: id })
     return true
+  }
+
+  /**
+   * Stops routing `port` (its session stopped on the owner, or is owned here
+   * now) and returns its frames the owner has not confirmed, in order: they
+   * are the caller's to handle.
+   */
+  unroute (port: ClientPort): ClientFrame[] {
+    const unconfirmed = (this.#unconfirmed.get(port.id) ?? []).map((u) => u.frame)
+    this.#unconfirmed.delete(port.id)
+    this.detach(port)
+    return unconfirmed
   }
 
   detach (port: ClientPort): void {
     const local = this.#local.get(port.id)
     if (local === undefined) return
     this.#local.delete(port.id)
+    this.#unconfirmed.delete(port.id)
     this.#post(local.owner, { k: 'detach', s: local.sessionId, c: port.id })
   }
 
@@ -181,14 +214,23 @@ export class ClusterRouter {
     switch (m.k) {
       case 'attach': {
         const session = this.#owned(m.s)
-        if (session === null) { this.#post(m.n, { k: 'moved', s: m.s, c: m.c, f: null }); return }
+        if (session === null) { this.#post(m.n, { k: 'moved', s: m.s, c: m.c }); return }
         this.#remotePort(m.s, m.c, m.n, m.r, session)
         return
       }
       case 'frame': {
         const session = this.#owned(m.s)
-        if (session === null) { this.#post(m.n, { k: 'moved', s: m.s, c: m.c, f: m.f }); return }
+        if (session === null) { this.#post(m.n, { k: 'moved', s: m.s, c: m.c, i: m.i }); return }
         session.handleFrame(this.#remotePort(m.s, m.c, m.n, m.r, session), m.f)
+        this.#post(m.n, { k: 'ack', c: m.c, i: m.i })
+        return
+      }
+      case 'ack': {
+        const list = this.#unconfirmed.get(m.c)
+        if (list === undefined) return
+        const at = list.findIndex((u) => u.id === m.i)
+        if (at >= 0) list.splice(0, at + 1) // confirmed in order: earlier ones too
+        if (list.length === 0) this.#unconfirmed.delete(m.c)
         return
       }
       case 'detach': {
@@ -208,9 +250,15 @@ export class ClusterRouter {
       }
       case 'moved': {
         const local = this.#local.get(m.c)
-        if (local === undefined) return
         this.#local.delete(m.c)
-        this.#o.find(m.s)?.ownerMoved(local.port, m.f)
+        // This frame and every later one of the client went to a node that does not own the
+        // session: all of them are handled here again (later 'moved' replies find nothing left).
+        const list = this.#unconfirmed.get(m.c) ?? []
+        this.#unconfirmed.delete(m.c)
+        const from = m.i === undefined ? list.length : Math.max(0, list.findIndex((u) => u.id === m.i))
+        const again = list.slice(from)
+        const port = again[0]?.port ?? local?.port
+        if (port !== undefined && (again.length > 0 || local !== undefined)) this.#o.find(m.s)?.ownerMoved(port, again.map((u) => u.frame))
         return
       }
       case 'call': {
@@ -260,7 +308,21 @@ export class ClusterRouter {
     return port
   }
 
+  /** Frames an owner did not confirm within three heartbeats go back to their sessions (the owner died or hangs). */
+  #resendUnconfirmed (): void {
+    const late = Date.now() - 3 * this.#o.heartbeatMs
+    for (const [client, list] of this.#unconfirmed) {
+      const first = list[0]
+      if (first === undefined || first.sentAt >= late) continue
+      this.#unconfirmed.delete(client)
+      this.#local.delete(client)
+      this.#o.logger.warn({ session: first.sessionId, frames: list.length }, 'the owning node did not confirm routed frames in time; handling them here')
+      this.#o.find(first.sessionId)?.ownerMoved(first.port, list.map((u) => u.frame))
+    }
+  }
+
   #heartbeat (): void {
+    this.#resendUnconfirmed()
     for (const [id, local] of this.#local) this.#post(local.owner, { k: 'attach', s: local.sessionId, c: id, n: this.#o.node, r: local.role })
     const expired = Date.now() - 3 * this.#o.heartbeatMs
     for (const [id, remote] of this.#remote) {

@@ -38,6 +38,8 @@ export interface SessionRoute {
   /** Sends a frame of a routed client to its owner; false when the client is not routed. */
   frame: (port: ClientPort, frame: ClientFrame) => boolean
   detach: (port: ClientPort) => void
+  /** Stops routing a client here (the CLI stopped on its node, or runs here now); its unconfirmed frames come back, in order. */
+  unroute: (port: ClientPort) => ClientFrame[]
   /** This node stopped owning the session: forget its remote clients. */
   dropRemote: (sessionId: string) => void
   /** An HTTP request's operation, done by the owner (rejects with a `NotOwner` error when that node does not own it). */

@@ -202,9 +202,22 @@ export class Session {
     // The CLI stopped on its node: clients here are nobody's remote clients any more, and
     // one that asked for control may start it here next.
     if (isFinal(this.#record.status)) {
-      for (const port of this.#audience.ports) this.#deps.route?.detach(port)
+      const unconfirmed = this.#unroute()
       this.#promoteHolder()
+      this.#handleAgain(unconfirmed)
     }
+  }
+
+  /** Stops routing every client here; returns what each had sent that its owner did not confirm. */
+  #unroute (): Array<{ port: ClientPort, frames: ClientFrame[] }> {
+    const route = this.#deps.route
+    if (route === undefined) return []
+    return this.#audience.ports.map((port) => ({ port, frames: route.unroute(port) })).filter((u) => u.frames.length > 0)
+  }
+
+  /** Frames routed to an owner that stopped before confirming them: handled here, in order. */
+  #handleAgain (unconfirmed: Array<{ port: ClientPort, frames: ClientFrame[] }>): void {
+    for (const { port, frames } of unconfirmed) for (const frame of frames) if (this.#audience.has(port)) this.handleFrame(port, frame)
   }
 
   /** This node stopped owning the session: clients of other nodes attach wherever it runs next. */
@@ -297,10 +310,14 @@ export class Session {
     else this.#audience.unhold(att)
   }
 
-  /** On a client's node: the node its frames went to does not own the session (any more); `frame` is handled anew. */
-  ownerMoved (port: ClientPort, frame: ClientFrame | null): void {
+  /**
+   * On a client's node: the node its frames went to does not own the
+   * session (any more), or did not confirm them; `frames` are handled anew,
+   * in order, once the session is brought up to date.
+   */
+  ownerMoved (port: ClientPort, frames: ClientFrame[]): void {
     void this.refresh().catch(() => {}).then(() => {
-      if (frame !== null && this.#audience.has(port)) this.handleFrame(port, frame)
+      for (const frame of frames) if (this.#audience.has(port)) this.handleFrame(port, frame)
     })
   }
 
@@ -321,8 +338,12 @@ export class Session {
     this.#events.unfence()
     this.#lease = lease
     this.#stopFollowing()
-    // Owned here now: no client here is another node's any more.
-    for (const port of this.#audience.ports) this.#deps.route?.detach(port)
+    // Owned here now: no client here is another node's any more (frames the old owner did
+    // not confirm are handled here, after the lease is taken: settleWaiting runs them).
+    for (const { port, frames } of this.#unroute()) {
+      this.#waiting ??= []
+      for (const frame of frames) this.#waiting.push({ port, frame })
+    }
     if (!isFinal(this.#record.status) && this.#cli === null) await this.markLost()
     this.#promoteHolder()
     return true

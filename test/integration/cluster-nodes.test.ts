@@ -247,6 +247,32 @@ for (const backend of BACKENDS) {
       assert.ok(history.some((f) => f.seq === firstResult.seq && f.type === 'result'), 'the first turn is still in history')
     })
 
+    it('a prompt routed to an owner that freezes is not lost: it runs where the session resumes', async () => {
+      // Node A died in the test before: B owns, the client is on C.
+      const [, a, b] = cluster.nodes as [unknown, typeof cluster.nodes[0], typeof cluster.nodes[0]]
+      const created = await a.create()
+      const onB = await b.connect(created.id, 'after=0')
+      await onB.waitFor(isHello)
+      await onB.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller')
+      onB.sendUser('echo before the freeze')
+      await onB.waitFor(isResult)
+      a.child.kill('SIGSTOP')
+      try {
+        const from = onB.frames.length
+        onB.sendUser('echo sent to a frozen owner')
+        // A never confirms it; its lease lapses, the session is recorded lost and resumes on B with the prompt.
+        await onB.waitFor(isLost, 20_000, from)
+        const result = await onB.waitFor(isResult, 20_000, from)
+        assert.equal(result.result, 'Echo: echo sent to a frozen owner')
+        const dumps = cluster.argvDumps(created.id)
+        assert.equal(dumps.length, 2)
+        assert.ok(dumps[1]?.argv.includes('--resume'))
+      } finally {
+        a.child.kill('SIGCONT')
+      }
+      assertContiguous(await storedLog(cluster, created.id))
+    })
+
     it('an owner frozen past its lease (SIGSTOP) and then continued cannot append, and its clients are told to reconnect', async () => {
       const [, b, c] = cluster.nodes as [unknown, typeof cluster.nodes[0], typeof cluster.nodes[0]]
       const created = await b.create()
