@@ -1,7 +1,7 @@
 /**
  * What a node learns from the frames of a session it follows but does not
  * own (appended by another node, read back from the store): the observer
- * rendering of a CLI control request, and status changes. Only frames that
+ * rendering of a CLI control request, status changes, and the CLI's init. Only frames that
  * can be one of these are parsed; the text check is a cheap pre-filter.
  */
 import type { StoredEvent } from '../store/store.js'
@@ -21,6 +21,13 @@ export function statusOf (event: StoredEvent): Record<string, unknown> | null {
   if (!event.frame.includes('"status"')) return null
   const parsed = parse(event.frame)
   return parsed?.type === 'gateway' && parsed.subtype === 'status' ? parsed : null
+}
+
+/** True for the CLI's `system`/`init` line: from then on its conversation is stored and `--resume` finds it. */
+export function isInit (event: StoredEvent): boolean {
+  if (!event.frame.includes('"init"')) return false
+  const parsed = parse(event.frame)
+  return parsed?.type === 'system' && parsed.subtype === 'init'
 }
 
 function parse (frame: string): Record<string, unknown> | null {

@@ -32,7 +32,7 @@ import type { SessionDeps as BaseDeps } from './session-deps.js'
 import { sessionView } from './session-view.js'
 import { isRecord } from '../protocol/is-record.js'
 import { errorFrame, gatewayFrame, pendingNotice, withSeq } from './frames.js'
-import { observerFrameOf, statusOf } from './followed-frames.js'
+import { isInit, observerFrameOf, statusOf } from './followed-frames.js'
 
 export type { ClientPort, EndReason, Role } from './audience.js'
 export type { AnswerInput, AnswerResult } from '../control/control-effects.js'
@@ -41,6 +41,8 @@ export type { SessionLimits } from './session-deps.js'
 export type SessionDeps = BaseDeps<Session>
 
 const UUID_MEMORY = 1000
+/** Events read from the start of a log to find the CLI's init when a taken-over record does not say resumable. */
+const INIT_SCAN = 100
 /** What an `unavailable` hello suggests waiting before the same resume is tried again. */
 const RETRY_AFTER_MS = 2000
 
@@ -158,7 +160,7 @@ export class Session {
     if (this.#lease !== null || this.#gone) return
     const fresh = await this.#deps.store.getSession(this.id)
     if (fresh !== null) this.#adopt(fresh)
-    await this.#events.catchUp(observerFrameOf)
+    await this.#events.catchUp((e) => this.#learn(e))
   }
 
   /** Follows the log from the store while another node owns the session and clients are attached here. */
@@ -172,6 +174,22 @@ export class Session {
   #stopFollowing (): void {
     this.#unfollow?.()
     this.#unfollow = null
+  }
+
+  /**
+   * What a frame another node appended tells this one about the session:
+   * status changes, and that the CLI stored the conversation (its `init`; the
+   * owner's record may lag, or never be saved if it died). Returns the
+   * frame's observer rendering.
+   */
+  #learn (e: StoredEvent): string | undefined {
+    const status = statusOf(e)
+    if (status !== null) {
+      if (typeof status.status === 'string') this.#record.status = status.status as SessionStatus
+      if (isRecord(status.exit)) this.#record.exit = status.exit as unknown as SessionRecord['exit']
+    }
+    if (isInit(e)) this.#record.resumable = true
+    return observerFrameOf(e)
   }
 
   /** Makes a client here a client of the node that runs the CLI, if another node does. */
@@ -192,13 +210,7 @@ export class Session {
   /** Events another node appended: relayed to clients here as if appended here (status frames update the record as seen here). */
   #ingest (events: StoredEvent[]): void {
     if (this.#lease !== null) return // owned here since: the log is written here
-    for (const e of events) {
-      const status = statusOf(e)
-      if (status === null) continue
-      if (typeof status.status === 'string') this.#record.status = status.status as SessionStatus
-      if (isRecord(status.exit)) this.#record.exit = status.exit as unknown as SessionRecord['exit']
-    }
-    this.#events.ingest(events.map((e) => ({ ...e, observerFrame: observerFrameOf(e) })))
+    this.#events.ingest(events.map((e) => ({ ...e, observerFrame: this.#learn(e) })))
     // The CLI stopped on its node: clients here are nobody's remote clients any more, and
     // one that asked for control may start it here next.
     if (isFinal(this.#record.status)) {
@@ -327,7 +339,13 @@ export class Session {
     try {
       const fresh = await this.#deps.store.getSession(this.id)
       if (fresh !== null) this.#adopt(fresh)
-      await this.#events.catchUp(observerFrameOf)
+      await this.#events.catchUp((e) => this.#learn(e))
+      // A record saved late (or never: its node died) may not say yet that the CLI stored the
+      // conversation; the log's first turn does. Trimmed logs hold a long past: resumable too.
+      if (!this.#record.resumable && this.#events.lastSeq > 0) {
+        const head = await this.#deps.store.read(this.id, 0, INIT_SCAN)
+        if (head.some(isInit) || (head[0]?.seq ?? 1) > 1) this.#record.resumable = true
+      }
       // The CLI resumes from its own file: bring the copy another node saved, if this one's is older.
       if (this.#record.resumable) await this.#deps.conversation?.restore()
     } catch (err) {
@@ -354,7 +372,8 @@ export class Session {
     const r = this.#record
     r.status = fresh.status
     r.updated_at = fresh.updated_at
-    r.resumable = fresh.resumable
+    // Never back: a conversation the log shows stored stays resumable, whatever a lagging record says.
+    r.resumable = r.resumable || fresh.resumable
     r.exit = fresh.exit
     r.metadata = fresh.metadata
     if (fresh.initialize !== undefined) r.initialize = fresh.initialize
