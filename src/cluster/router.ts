@@ -46,7 +46,7 @@ export interface RoutedSession {
 export type SessionCallOp = Exclude<CallOp, 'create'>
 
 /** What another node may ask of a session's owner on behalf of an HTTP request. */
-export type CallOp = 'answer' | 'stop' | 'pending' | 'create'
+export type CallOp = 'answer' | 'stop' | 'pending' | 'snapshot' | 'create'
 
 /** The owner does not own the session (any more): the caller handles the request itself. */
 export class NotOwner extends Error {

@@ -76,8 +76,8 @@ export async function sessionRoutes (fastify: FastifyInstance, { manager, placem
   })
 
   app.get('/v1/sessions/:id', {
-    schema: { tags: ['sessions'], summary: 'One session', params: sessionParams, response: { 200: sessionBody.describe('The session'), ...sessionErrors } }
-  }, async (request) => (await findSession(manager, request)).snapshot() as z.output<typeof sessionBody>)
+    schema: { tags: ['sessions'], summary: 'One session (as the node running its CLI sees it)', params: sessionParams, response: { 200: sessionBody.describe('The session'), ...sessionErrors, ...errorResponses('node_unavailable') } }
+  }, async (request) => await (await findSession(manager, request)).snapshotAnywhere() as z.output<typeof sessionBody>)
 
   app.delete('/v1/sessions/:id', {
     schema: { tags: ['sessions'], summary: 'Stop the session\'s CLI (history is kept), on whichever node runs it', params: sessionParams, response: { 200: sessionBody.describe('The session, stopping'), ...sessionErrors, ...errorResponses('node_unavailable') } }

@@ -43,7 +43,7 @@ export interface SessionRoute {
   /** This node stopped owning the session: forget its remote clients. */
   dropRemote: (sessionId: string) => void
   /** An HTTP request's operation, done by the owner (rejects with a `NotOwner` error when that node does not own it). */
-  call: (owner: string, sessionId: string, op: 'answer' | 'stop' | 'pending', args: unknown[]) => Promise<unknown>
+  call: (owner: string, sessionId: string, op: 'answer' | 'stop' | 'pending' | 'snapshot', args: unknown[]) => Promise<unknown>
 }
 
 export interface SessionLimits {

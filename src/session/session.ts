@@ -705,8 +705,9 @@ export class Session {
   }
 
   /** On the owner: what an HTTP request made on another node asks (src/cluster/router.ts). */
-  async call (op: 'answer' | 'stop' | 'pending', args: unknown[]): Promise<unknown> {
+  async call (op: 'answer' | 'stop' | 'pending' | 'snapshot', args: unknown[]): Promise<unknown> {
     switch (op) {
+      case 'snapshot': return this.snapshot()
       case 'answer': return this.answer(String(args[0]), args[1] as AnswerInput, String(args[2]))
       case 'stop': await this.stop(String(args[0])); return null
       case 'pending': return this.pendingRequests
@@ -723,6 +724,16 @@ export class Session {
     await this.#onOwner('stop', [why], async () => { await this.stop(why) })
   }
 
+  /**
+   * `snapshot` as the node running the CLI has it (its pid, holder, pending
+   * prompts, turn); this node's own when it runs it or nobody does. The
+   * owner's count of clients includes clients of other nodes.
+   */
+  async snapshotAnywhere (): Promise<Record<string, unknown>> {
+    if (this.#lease !== null || this.#deps.route === undefined || isFinal(this.#record.status)) return this.snapshot()
+    return await this.#onOwner('snapshot', [], () => this.snapshot()) as Record<string, unknown>
+  }
+
   /** The pending CLI control requests, as the node running the CLI knows them. */
   async pendingAnywhere (): Promise<PendingRequest[]> {
     return await this.#onOwner('pending', [], () => this.pendingRequests) as PendingRequest[]
@@ -733,7 +744,7 @@ export class Session {
    * asks the owner. An owner that turns out not to own it (it just stopped)
    * means the session is brought up to date and `local` runs here.
    */
-  async #onOwner (op: 'answer' | 'stop' | 'pending', args: unknown[], local: () => unknown): Promise<unknown> {
+  async #onOwner (op: 'answer' | 'stop' | 'pending' | 'snapshot', args: unknown[], local: () => unknown): Promise<unknown> {
     const route = this.#deps.route
     if (this.#lease !== null || route === undefined) return await local()
     const owner = await route.owner(this.id)

@@ -138,6 +138,12 @@ for (const backend of BACKENDS) {
       const listed = await fetch(`${b.url}/v1/sessions/${created.id}/permissions`, { headers: auth })
       assert.equal(listed.status, 200)
       assert.deepEqual((await listed.json() as any).requests.map((r: any) => r.request_id), [prompt.request_id], 'node B lists the prompt raised on A')
+      const seenFromB = (await b.session(created.id)).body
+      const seenFromA = (await a.session(created.id)).body
+      assert.equal(seenFromB.pid, seenFromA.pid, 'node B shows the CLI running on A')
+      assert.equal(seenFromB.pending_requests, 1)
+      assert.equal(seenFromB.holder, holder.frames.find(isHello).client_id)
+      assert.equal(seenFromB.turn_running, true)
 
       const answer = (node: typeof a, behavior: string): Promise<Response> => fetch(`${node.url}/v1/sessions/${created.id}/permissions/${prompt.request_id}`, {
         method: 'POST', headers: auth, body: JSON.stringify(behavior === 'allow' ? { behavior, updatedInput: prompt.request.input } : { behavior, message: 'no' })
