@@ -330,10 +330,11 @@ export class SessionManager {
     const stored = await this.#stored('read a session log', () => this.#o.store.lastSeq(id))
     record.last_seq = Math.max(record.last_seq, stored ?? 0)
     const session = this.#instantiate(record, null)
+    if (!isFinal(record.status)) await this.#stored('read a session log', () => session.statusFromLog())
     // Running by its record: on a live node (its lease is held), or on one that is gone. Then
     // taking the lease records it as ended (a status frame in its log, then the record), so
     // followers and resuming clients learn it, and gives the lease up again.
-    if (!isFinal(record.status) && await session.own()) {
+    if (!isFinal(session.status) && await session.own()) {
       this.#o.logger.warn({ session: id }, 'session left running by a gateway node that is gone: recorded as lost')
       await session.disown()
     }

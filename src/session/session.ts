@@ -160,7 +160,20 @@ export class Session {
     if (this.#lease !== null || this.#gone) return
     const fresh = await this.#deps.store.getSession(this.id)
     if (fresh !== null) this.#adopt(fresh)
+    await this.statusFromLog()
     await this.#events.catchUp((e) => this.#learn(e))
+  }
+
+  /**
+   * The owner saves the record after the frame that changed the status, so
+   * a record read just after a stop may still say `stopping`: the log's last
+   * frame, when it is a status frame, says where the session really is.
+   */
+  async statusFromLog (): Promise<void> {
+    const last = this.#events.lastSeq
+    if (this.#lease !== null || last < 1) return
+    const [event] = await this.#deps.store.read(this.id, last - 1, 1)
+    if (event !== undefined && statusOf(event) !== null) this.#learn(event)
   }
 
   /** Follows the log from the store while another node owns the session and clients are attached here. */
