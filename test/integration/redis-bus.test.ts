@@ -16,6 +16,7 @@ import { Cluster, Redis } from 'ioredis'
 import { RedisBus } from '../../src/store/redis-bus.js'
 import { type RedisCluster, redisClusterMissing, startRedisCluster } from '../support/redis-cluster.js'
 import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
+import { eventually } from '../support/gateway.js'
 import { Waiters } from '../support/waiters.js'
 
 type RedisClient = Redis | Cluster
@@ -57,13 +58,9 @@ class Inbox {
   }
 }
 
-/** Polls `check` until it holds (for states that announce themselves with no event). */
+/** Polls `check` until it holds (client lists announce nothing): the shared poll of the test support. */
 async function until (check: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + TIMEOUT_MS
-  while (!await check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
+  await eventually(check, TIMEOUT_MS, what)
 }
 
 /** Buses ("nodes") over one target, under a prefix of their own. */

@@ -20,6 +20,7 @@ import { RedisStore } from '../../src/store/redis.js'
 import type { StoredEvent } from '../../src/store/store.js'
 import { type RedisCluster, redisClusterMissing, startRedisCluster } from '../support/redis-cluster.js'
 import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
+import { eventually } from '../support/gateway.js'
 import { Waiters } from '../support/waiters.js'
 
 type RedisClient = Redis | Cluster
@@ -120,13 +121,7 @@ class Harness {
 
   /** Polls the subscriber count until it is `n` (a state that announces itself with no event). */
   async subscribersBecome (n: number): Promise<void> {
-    const deadline = Date.now() + TIMEOUT_MS
-    let seen = await this.subscribers()
-    while (seen !== n) {
-      if (Date.now() > deadline) throw new Error(`channel has ${seen} subscribers, expected ${n}`)
-      await new Promise((resolve) => setTimeout(resolve, 20))
-      seen = await this.subscribers()
-    }
+    await eventually(async () => await this.subscribers() === n, TIMEOUT_MS, `the channel to have ${n} subscriber(s)`)
   }
 
   async close (): Promise<void> {
