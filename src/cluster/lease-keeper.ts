@@ -35,10 +35,7 @@ export class LeaseKeeper {
     this.#o = options
   }
 
-  get node (): string { return this.#o.node }
   get ttlMs (): number { return this.#o.ttlMs }
-  /** Leases held now. */
-  get size (): number { return this.#kept.size }
 
   /**
    * Takes the session's lease for this node and keeps it renewed until

@@ -103,8 +103,6 @@ export class ClusterRouter {
     this.#o = options
   }
 
-  get node (): string { return this.#o.node }
-
   async start (): Promise<void> {
     await this.#o.bus.start(this.#o.node, (text) => { this.#receive(text) })
     this.#timer = setInterval(() => { this.#heartbeat() }, this.#o.heartbeatMs)
@@ -184,9 +182,6 @@ export class ClusterRouter {
       this.#post(owner, { k: 'call', s: sessionId, id, n: this.#o.node, op, a: args })
     })
   }
-
-  /** True while `port` is attached to a session owned elsewhere. */
-  isRouted (port: ClientPort): boolean { return this.#local.has(port.id) }
 
   // ---- the owner's node ----
 

@@ -110,9 +110,6 @@ export class SessionManager {
     options.store.onReconnect?.(() => { void this.#saveRecordsAgain() })
   }
 
-  /** This node's NODE_ID. */
-  get node (): string { return this.#o.keeper.node }
-
   /** A session loaded on this node (owned here or followed), without touching the store. */
   loadedSession (id: string): Session | undefined {
     return this.#sessions.get(id)

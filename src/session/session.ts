@@ -146,8 +146,6 @@ export class Session {
   get events (): EventLog { return this.#events }
   /** True while this node holds the session's lease. */
   get owned (): boolean { return this.#lease !== null }
-  /** True once fenced: the session belongs to another node and this object must not be used. */
-  get gone (): boolean { return this.#gone }
   /** True while this node follows the session's log as another node appends it. */
   get following (): boolean { return this.#unfollow !== null }
 
