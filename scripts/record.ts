@@ -66,6 +66,8 @@ interface Scenario {
   partial?: boolean
   /** Continue the session of this scenario with --resume (same HOME, cwd, session id). */
   resumeOf?: string
+  /** Changes the CLI's environment (credentials, API address) from the offline default. */
+  env?: (env: NodeJS.ProcessEnv) => NodeJS.ProcessEnv
   run(ctx: Ctx): Promise<void>
 }
 
@@ -211,6 +213,37 @@ const SCENARIOS: Scenario[] = [
       ctx.check(existsSync(path.join(ctx.ws.cwd, 'one.txt')), 'one.txt missing')
       ctx.check(!existsSync(path.join(ctx.ws.cwd, 'two.txt')), 'two.txt exists although denied')
     }
+  },
+  {
+    name: 'not_logged_in',
+    description: 'no ANTHROPIC_API_KEY and no login: what a prompt gets (the gateway tells clients cli_not_authenticated)',
+    env: ({ ANTHROPIC_API_KEY: _key, ...env }) => env,
+    async run(ctx) {
+      await ctx.cli.initialize()
+      const from = ctx.cli.mark()
+      ctx.cli.sendUser('Say hello')
+      const r = await finishTurn(ctx, from)
+      ctx.check(r.is_error === true, `result is_error ${String(r.is_error)}`)
+      ctx.check(messageRequests(ctx.mock).length === 0, 'the CLI reached the API without credentials')
+    }
+  },
+  {
+    name: 'api_unreachable',
+    description: 'ANTHROPIC_BASE_URL on a port nobody listens on: api_retry frames (the gateway tells clients api_unreachable); interrupted after 3',
+    env: (env) => ({ ...env, ANTHROPIC_BASE_URL: 'http://127.0.0.1:9' }),
+    async run(ctx) {
+      await ctx.cli.initialize()
+      const from = ctx.cli.mark()
+      ctx.cli.sendUser('Say hello')
+      let next = from
+      for (let i = 0; i < 3; i++) {
+        const line = await ctx.cli.waitForLine((l) => l.msg?.type === 'system' && l.msg.subtype === 'api_retry', { from: next, timeoutMs: 120_000, what: 'api_retry' })
+        next = line.index + 1
+      }
+      await ctx.cli.request('interrupt', {}, { timeoutMs: WAIT_MS })
+      const r = await finishTurn(ctx, from)
+      ctx.check(r.type === 'result', 'no result after the interrupt')
+    }
   }
 ]
 
@@ -299,7 +332,7 @@ async function runScenario(s: Scenario, bin: string, ws: Workspace): Promise<Run
   const cli = spawnClaude({
     bin,
     cwd: ws.cwd,
-    env: claudeEnv({ home: ws.home, baseUrl: mock.url }),
+    env: (s.env ?? ((e: NodeJS.ProcessEnv) => e))(claudeEnv({ home: ws.home, baseUrl: mock.url })),
     ...(s.resumeOf ? { resume: ws.sessionId } : { sessionId: ws.sessionId }),
     includePartialMessages: s.partial === true,
     deadlineMs: SCENARIO_DEADLINE_MS

@@ -8,7 +8,8 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import { GatewayError } from '../errors.js'
 import type { SessionManager } from '../session/session-manager.js'
-import { answerResult, authErrors, errorResponses, pendingList, requestParams, sessionParams } from './schemas.js'
+import { summariseInput } from '../control/input-summary.js'
+import { answerResult, attentionList, authErrors, errorResponses, pendingList, requestParams, sessionParams } from './schemas.js'
 import { findSession, sessionErrors } from './sessions.js'
 import { jsonBody } from './validate.js'
 
@@ -25,6 +26,30 @@ const answerBody = z.union([
 
 export async function permissionRoutes (fastify: FastifyInstance, { manager }: PermissionRoutesOptions): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>()
+
+  app.get('/v1/permissions', {
+    schema: {
+      tags: ['permissions'],
+      summary: 'Every permission prompt waiting for an answer, across the caller\'s sessions (oldest first)',
+      response: { 200: attentionList, ...errorResponses(...authErrors, 'store_unavailable') }
+    }
+  }, async (request) => {
+    const { prompts, unreachable } = await manager.pendingPrompts(request.tenant)
+    const now = Date.now()
+    return {
+      permissions: prompts.filter(({ request: p }) => p.subtype === 'can_use_tool').map(({ sessionId, request: p }) => ({
+        session_id: sessionId,
+        request_id: p.requestId,
+        tool_name: String(p.request.tool_name),
+        ...(typeof p.request.display_name === 'string' ? { display_name: p.request.display_name } : {}),
+        summary: summariseInput(typeof p.request.input === 'object' && p.request.input !== null ? p.request.input as Record<string, unknown> : {}),
+        seq: p.seq,
+        created_at: new Date(p.createdAt).toISOString(),
+        age_ms: Math.max(0, now - p.createdAt)
+      })),
+      unreachable_sessions: unreachable
+    }
+  })
 
   app.get('/v1/sessions/:id/permissions', {
     schema: { tags: ['permissions'], summary: 'Pending CLI control requests (permission prompts, hooks, …)', params: sessionParams, response: { 200: pendingList.describe('The pending requests, oldest first'), ...sessionErrors, ...errorResponses('node_unavailable') } }

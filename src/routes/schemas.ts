@@ -102,6 +102,20 @@ export const pendingList = z.object({
   }))
 })
 
+export const attentionList = z.object({
+  permissions: z.array(z.object({
+    session_id: z.string(),
+    request_id: z.string(),
+    tool_name: z.string(),
+    display_name: z.string().optional(),
+    summary: z.string().describe('What the tool will do, in one line (its command, path, URL …), cut to 160 characters'),
+    seq: z.number().int(),
+    created_at: z.string(),
+    age_ms: z.number().int()
+  })),
+  unreachable_sessions: z.number().int().describe('Live sessions whose node did not answer (left out of the list)')
+})
+
 export const answerResult = z.object({
   request_id: z.string(),
   decision: z.string()

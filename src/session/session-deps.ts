@@ -10,6 +10,7 @@ import type { MetricsSink } from '../metrics/sink.js'
 import type { EventStore, Lease } from '../store/store.js'
 import type { ClientFrame } from '../protocol/client-frames.js'
 import type { ClientPort, Role } from './audience.js'
+import type { SessionEvents } from './session-events.js'
 
 /** How a session takes and gives up its lease (the right to run its CLI and write its log), and its node's name. */
 export interface SessionOwnership {
@@ -75,6 +76,8 @@ export interface SessionDeps<S> {
   policyScope: () => PolicyScope
   /** What is counted for /metrics (default: nothing). */
   metrics?: MetricsSink
+  /** Who is told of prompts, finished turns and ended sessions (webhooks; default: nobody). */
+  events?: SessionEvents
   ownership: SessionOwnership
   /**
    * The CLI's conversation file carried through the store (nodes with local

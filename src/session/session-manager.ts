@@ -20,6 +20,7 @@ import { buildCliArgs } from '../cli/cli-args.js'
 import { buildCliEnv } from '../cli/cli-env.js'
 import type { CliLauncher, CliSpawnSpec } from '../cli/cli-handle.js'
 import type { ControlPolicy, PolicyScope } from '../control/control-policy.js'
+import type { PendingRequest } from '../control/pending-requests.js'
 import { GatewayError } from '../errors.js'
 import { type MetricsSink, noopMetrics } from '../metrics/sink.js'
 import type { SessionOptions } from '../protocol/session-options.js'
@@ -29,6 +30,10 @@ import type { SessionOwnership, SessionRoute } from './session-deps.js'
 import { Session, type SessionDeps, type SessionLimits } from './session.js'
 import { readConversation, writeConversation } from './conversation-file.js'
 import { sandboxWorkdir, sessionWorkspace } from './workspace.js'
+import type { SessionEvents } from './session-events.js'
+
+/** Session records `GET /v1/permissions` reads at most, per call. */
+const PROMPT_SCAN_MAX = 1000
 
 export interface SessionManagerOptions {
   store: EventStore
@@ -57,6 +62,8 @@ export interface SessionManagerOptions {
   cliEnvAllow?: readonly string[]
   /** What sessions count for /metrics (default: nothing). */
   metrics?: MetricsSink
+  /** Who is told of prompts, finished turns and ended sessions (webhooks; default: nobody). */
+  events?: SessionEvents
   /** This node's session leases (NODE_ID, SESSION_LEASE_MS) in the shared store. */
   keeper: LeaseKeeper
   /**
@@ -237,6 +244,36 @@ export class SessionManager {
   }
 
   /**
+   * Every pending CLI control request of the tenant's live sessions, asked of
+   * the node running each CLI; oldest first. Reads at most PROMPT_SCAN_MAX
+   * session records. A session whose node does not answer is left out and
+   * counted in `unreachable`.
+   */
+  async pendingPrompts (tenant: string): Promise<{ prompts: Array<{ sessionId: string, request: PendingRequest }>, unreachable: number }> {
+    const live: string[] = []
+    let cursor: string | undefined
+    for (let read = 0; read < PROMPT_SCAN_MAX;) {
+      const page = await this.list(tenant, 100, cursor)
+      read += page.sessions.length
+      for (const r of page.sessions) if (!isFinal(r.status)) live.push(r.id)
+      if (page.next_cursor === null || page.sessions.length === 0) break
+      cursor = page.next_cursor
+    }
+    let unreachable = 0
+    const found = await Promise.all(live.map(async (id) => {
+      try {
+        const session = await this.get(id, tenant)
+        return session === null ? [] : (await session.pendingAnywhere()).map((request) => ({ sessionId: id, request }))
+      } catch (err) {
+        if (!(err instanceof GatewayError)) throw err
+        unreachable++
+        return []
+      }
+    }))
+    return { prompts: found.flat().sort((a, b) => a.request.createdAt - b.request.createdAt), unreachable }
+  }
+
+  /**
    * Marks sessions whose node is gone as stopped (`exit.reason: "lost"`): at
    * start, those left by this node's previous process (same NODE_ID, or a
    * dead pid of this host) and every session whose lease has lapsed. Sessions
@@ -376,6 +413,7 @@ export class SessionManager {
       policy: this.#o.policy,
       policyScope: () => this.#policyScope(record, options),
       metrics: this.metrics,
+      ...(this.#o.events === undefined ? {} : { events: this.#o.events }),
       ownership: this.#ownership,
       ...(this.#o.route === undefined ? {} : { route: this.#o.route }),
       ...(this.#o.carryConversations === true ? { conversation: this.#conversationCarry(record) } : {}),

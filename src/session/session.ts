@@ -28,6 +28,8 @@ import { Audience, type ClientPort, type Role } from './audience.js'
 import { exitInfo, spawnFailure } from './exit-info.js'
 import { IdleTimer } from './idle-timer.js'
 import { type ResumeVerdict, replay, resumePoint } from './replay.js'
+import { CliProblems } from './cli-problems.js'
+import { type SessionEvents, type SessionRef, noSessionEvents } from './session-events.js'
 import type { SessionDeps as BaseDeps } from './session-deps.js'
 import { sessionView } from './session-view.js'
 import { isRecord } from '../protocol/is-record.js'
@@ -63,6 +65,10 @@ export class Session {
   readonly #audience: Audience
   readonly #metrics: MetricsSink
   readonly #seenUuids = new RecentIds(UUID_MEMORY)
+  readonly #problems = new CliProblems()
+  /** Who hears of prompts, turns and ends (webhooks); called only where the CLI runs, so once per event. */
+  readonly #notify: SessionEvents
+  readonly #ref: SessionRef
   #cli: CliHandle | null = null
   #stopping = false
   #turnsPending = 0
@@ -97,6 +103,8 @@ export class Session {
     this.#deps = deps
     this.#log = deps.logger.child({ session: record.id })
     this.#metrics = deps.metrics ?? noopMetrics
+    this.#notify = deps.events ?? noSessionEvents
+    this.#ref = { sessionId: record.id, tenant: record.tenant }
     this.#audience = new Audience(this.#metrics)
     this.#idle = new IdleTimer(deps.limits.idleTimeoutMs, () => { void this.stop('idle') })
     this.#events = new EventLog({
@@ -700,7 +708,15 @@ export class Session {
       }
       this.#idle.disarm()
       this.#turnsPending++
-      this.#control.toCli({ ...frame, session_id: this.id, parent_tool_use_id: frame.parent_tool_use_id ?? null })
+      const parent = frame.parent_tool_use_id ?? null
+      // History holds the conversation: what was asked, by whom, before the CLI's answer to it.
+      this.#events.push((s) => gatewayFrame('user_message', {
+        client_id: port.id,
+        ...(frame.uuid === undefined ? {} : { uuid: frame.uuid }),
+        message: frame.message,
+        parent_tool_use_id: parent
+      }, s))
+      this.#control.toCli({ ...frame, session_id: this.id, parent_tool_use_id: parent })
       return
     }
     const result = this.answer(frame.response.request_id, frame.response, port.id)
@@ -793,6 +809,7 @@ export class Session {
     // Live only, as printed: it says the CLI is alive now (the SDK times its `startup_mark` on arrival); replayed it would lie.
     if (msg.type === 'keep_alive') { this.#audience.sendAll(line); return }
     if (this.#record.status === 'starting') this.#setStatus('running')
+    const problem = this.#problems.observe(msg)
     switch (msg.type) {
       case 'control_request': {
         const requestId = String(msg.request_id)
@@ -801,6 +818,14 @@ export class Session {
         const seq = this.#events.push((s) => (frame = withSeq(line, msg, s)), (s) => pendingNotice(s, requestId, request))
         this.#control.cliRequest(requestId, request, seq, frame)
         this.#idle.disarm()
+        if (request.subtype === 'can_use_tool') {
+          this.#notify.permissionRequested(this.#ref, {
+            requestId,
+            toolName: String(request.tool_name),
+            input: isRecord(request.input) ? request.input : {},
+            seq
+          })
+        }
         return
       }
       case 'control_cancel_request':
@@ -818,15 +843,26 @@ export class Session {
           this.#persist()
         }
         break
-      case 'result':
+      case 'result': {
         this.#turnsPending = Math.max(0, this.#turnsPending - 1)
         if (this.#turnsPending === 0) this.#wakeTurnWaiters()
         void this.#saveConversation()
-        this.#events.push((s) => withSeq(line, msg, s))
+        const seq = this.#events.push((s) => withSeq(line, msg, s))
         this.#armIdle()
+        this.#notify.turnFinished(this.#ref, {
+          subtype: String(msg.subtype),
+          isError: msg.is_error === true,
+          durationMs: typeof msg.duration_ms === 'number' ? msg.duration_ms : null,
+          totalCostUsd: typeof msg.total_cost_usd === 'number' ? msg.total_cost_usd : null,
+          result: typeof msg.result === 'string' ? msg.result : null,
+          seq
+        })
         return
+      }
     }
     this.#events.push((s) => withSeq(line, msg, s))
+    // After the line that shows it, so history reads in the order things happened.
+    if (problem !== null) this.#events.push((s) => gatewayFrame('cli_problem', { ...problem }, s))
   }
 
   #rejectLine (reason: string, bytes: number, line: string): void {
@@ -883,10 +919,15 @@ export class Session {
       case 'send':
         this.#audience.send(effect.to, effect.frame, effect.seq)
         return
-      case 'record':
-        this.#events.push((s) => gatewayFrame(effect.subtype, effect.fields, s))
+      case 'record': {
+        const seq = this.#events.push((s) => gatewayFrame(effect.subtype, effect.fields, s))
         this.#armIdle()
+        if (effect.subtype === 'permission_resolved') {
+          const f = effect.fields
+          this.#notify.permissionResolved(this.#ref, { requestId: String(f.request_id), decision: String(f.decision), by: typeof f.by === 'string' ? f.by : null, seq })
+        }
         return
+      }
       case 'keep_initialize':
         // Kept with the session: a restarted or resumed CLI gets it again.
         this.#record.initialize = effect.request
@@ -899,9 +940,13 @@ export class Session {
   #setStatus (status: SessionStatus, extra: Record<string, unknown> = {}): void {
     this.#record.status = status
     this.#record.updated_at = new Date().toISOString()
-    this.#events.push((s) => gatewayFrame('status', { status, pid: this.#cli?.pid ?? null, ...extra }, s))
+    const seq = this.#events.push((s) => gatewayFrame('status', { status, pid: this.#cli?.pid ?? null, ...extra }, s))
     this.#persist()
     this.#deps.onStatus(this)
+    if (status === 'stopped' || status === 'exited') {
+      const exit = this.#record.exit
+      this.#notify.sessionEnded(this.#ref, { status, reason: exit?.reason ?? status, code: exit?.code ?? null, signal: exit?.signal ?? null, seq })
+    }
   }
 
   /** Saves the record; writes are chained so they land in order. */

@@ -146,4 +146,34 @@ describe('permission prompts over HTTP', () => {
       assert.equal(observer.frames.filter(resolved(prompt.request_id)).length, 1)
     }
   })
+
+  it('GET /v1/permissions lists the waiting prompts of all the caller\'s sessions, oldest first, and no other tenant\'s', async (t) => {
+    const first = await setup(gw, t)
+    const second = await setup(gw, t)
+    const hooked = await setup(gw, t)
+    const mine = new Set([first.id, second.id, hooked.id])
+    const listed = async (token?: string): Promise<any[]> => {
+      const res = await gw.request('GET', '/v1/permissions', undefined, token)
+      assert.equal(res.status, 200)
+      assert.equal(res.body.unreachable_sessions, 0)
+      return res.body.permissions.filter((p: any) => mine.has(p.session_id))
+    }
+    assert.deepEqual(await listed(), [])
+    const a = await ask(first.holder)
+    const b = await ask(second.holder)
+    await ask(hooked.holder, 'hook') // a hook callback is not a permission prompt
+    const items = await listed()
+    assert.deepEqual(items.map((p) => [p.session_id, p.request_id, p.tool_name, p.seq]), [
+      [first.id, a.request_id, a.request.tool_name, a.seq],
+      [second.id, b.request_id, b.request.tool_name, b.seq]
+    ])
+    for (const [item, prompt] of [[items[0], a], [items[1], b]]) {
+      assert.equal(item.summary, String(prompt.request.input.command ?? prompt.request.input.file_path), 'the input\'s telling field')
+      assert.ok(item.age_ms >= 0 && item.age_ms < 60_000)
+      assert.equal(item.created_at, new Date(Date.parse(item.created_at)).toISOString())
+    }
+    assert.deepEqual(await listed(TOKEN_B), [], 'another tenant sees none of them')
+    await gw.request('POST', `${first.permissions}/${a.request_id}`, { behavior: 'deny', message: 'no' })
+    assert.deepEqual((await listed()).map((p) => p.request_id), [b.request_id], 'an answered prompt leaves the list')
+  })
 })
