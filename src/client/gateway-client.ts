@@ -1,0 +1,139 @@
+/**
+ * The gateway's HTTP API as typed methods, and the factory of WebSocket
+ * connections to its sessions. Runs in browsers and Node 20: it uses the
+ * global (or given) fetch and WebSocket, nothing else.
+ */
+import type { ConnectOptions, PermissionDecision } from './connection-types.js'
+import { GatewayRequestError } from './errors.js'
+import type {
+  AnswerResult, CreateSessionOptions, HistoryPage, PendingControlRequest, PendingPermission, SessionInfo, SessionList, WsTicket
+} from './rest-types.js'
+import type { RecordedFrame } from './frames.js'
+import { SessionConnection } from './session-connection.js'
+import type { WebSocketCtor } from './websocket-like.js'
+
+export interface GatewayClientOptions {
+  /** The gateway's base URL, `http(s)://host:port` (a path prefix is kept). */
+  url: string
+  /** A GATEWAY_TOKENS token or a JWT. */
+  token?: string
+  /** Default: globalThis.fetch. */
+  fetch?: typeof fetch
+  /** Default: globalThis.WebSocket. In Node 20 pass the `ws` package's WebSocket (it also makes header auth possible). */
+  WebSocket?: WebSocketCtor
+}
+
+export class GatewayClient {
+  readonly url: string
+  readonly #token: string | undefined
+  readonly #fetch: typeof fetch
+  readonly #WebSocket: WebSocketCtor | undefined
+
+  constructor (options: GatewayClientOptions) {
+    this.url = options.url.replace(/\/+$/, '')
+    this.#token = options.token
+    if (typeof (options.fetch ?? globalThis.fetch) !== 'function') throw new TypeError('GatewayClient: no fetch available; pass options.fetch')
+    // Bound: a browser's fetch called as a method of another object throws "Illegal invocation".
+    this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis)
+    this.#WebSocket = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketCtor }).WebSocket
+  }
+
+  /** POST /v1/sessions: creates a session and starts its CLI. */
+  createSession (options: CreateSessionOptions = {}): Promise<SessionInfo> {
+    return this.#request('POST', '/v1/sessions', options)
+  }
+
+  /** GET /v1/sessions: the caller's sessions, newest first; pass `next_cursor` back as `cursor`. */
+  listSessions (query: { limit?: number, cursor?: string } = {}): Promise<SessionList> {
+    return this.#request('GET', `/v1/sessions${queryString(query)}`)
+  }
+
+  getSession (id: string): Promise<SessionInfo> {
+    return this.#request('GET', `/v1/sessions/${encodeURIComponent(id)}`)
+  }
+
+  /** DELETE /v1/sessions/:id: stops the CLI (history is kept; a later message resumes it). Resolves with the session. */
+  stopSession (id: string): Promise<SessionInfo> {
+    return this.#request('DELETE', `/v1/sessions/${encodeURIComponent(id)}`)
+  }
+
+  /** GET /v1/sessions/:id/events: one page of recorded frames after `after`. */
+  history (id: string, query: { after?: number, limit?: number } = {}): Promise<HistoryPage> {
+    return this.#request('GET', `/v1/sessions/${encodeURIComponent(id)}/events${queryString(query)}`)
+  }
+
+  /** Every recorded frame after `after`, page by page. */
+  async * historyAll (id: string, after = 0, pageSize = 1000): AsyncGenerator<RecordedFrame> {
+    let from = after
+    for (;;) {
+      const page = await this.history(id, { after: from, limit: pageSize })
+      yield * page.events
+      if (!page.has_more || page.next_after === null) return
+      from = page.next_after
+    }
+  }
+
+  /** GET /v1/permissions: every pending can_use_tool prompt across the caller's sessions. */
+  async pendingPermissions (): Promise<PendingPermission[]> {
+    return (await this.#request<{ permissions: PendingPermission[] }>('GET', '/v1/permissions')).permissions
+  }
+
+  /** GET /v1/sessions/:id/permissions: one session's pending control requests, in full. */
+  async pendingRequests (id: string): Promise<PendingControlRequest[]> {
+    return (await this.#request<{ requests: PendingControlRequest[] }>('GET', `/v1/sessions/${encodeURIComponent(id)}/permissions`)).requests
+  }
+
+  /** POST /v1/sessions/:id/permissions/:request_id: answers a prompt without holding the session (first answer wins). */
+  answerPermission (sessionId: string, requestId: string, decision: PermissionDecision): Promise<AnswerResult> {
+    return this.#request('POST', `/v1/sessions/${encodeURIComponent(sessionId)}/permissions/${encodeURIComponent(requestId)}`, decision)
+  }
+
+  /** POST /v1/sessions/:id/ws-ticket: a single-use, 30 s credential for one upgrade. */
+  createTicket (sessionId: string): Promise<WsTicket> {
+    return this.#request('POST', `/v1/sessions/${encodeURIComponent(sessionId)}/ws-ticket`)
+  }
+
+  /** Attaches to a session over WebSocket; the connection reconnects and resumes by itself until close(). */
+  connect (sessionId: string, options: ConnectOptions = {}): SessionConnection {
+    const WebSocketClass = this.#WebSocket
+    if (WebSocketClass === undefined) throw new TypeError('GatewayClient: no WebSocket available; pass options.WebSocket (in Node 20: the ws package)')
+    return new SessionConnection(sessionId, options, {
+      url: this.url,
+      token: this.#token,
+      WebSocket: WebSocketClass,
+      client: this
+    })
+  }
+
+  async #request<T> (method: string, path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = {}
+    if (this.#token !== undefined) headers.authorization = `Bearer ${this.#token}`
+    if (body !== undefined) headers['content-type'] = 'application/json'
+    const res = await this.#fetch(this.url + path, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
+    const text = await res.text()
+    let parsed: unknown
+    try {
+      parsed = text === '' ? null : JSON.parse(text)
+    } catch {
+      parsed = null
+    }
+    if (!res.ok) {
+      const err = (parsed ?? {}) as { code?: unknown, message?: unknown }
+      const retryAfter = Number(res.headers.get('retry-after'))
+      throw new GatewayRequestError(
+        res.status,
+        typeof err.code === 'string' ? err.code : `http_${res.status}`,
+        typeof err.message === 'string' ? err.message : `${method} ${path}: HTTP ${res.status}`,
+        Number.isFinite(retryAfter) && res.headers.get('retry-after') !== null ? retryAfter : null
+      )
+    }
+    return parsed as T
+  }
+}
+
+function queryString (query: Record<string, string | number | undefined>): string {
+  const parts = Object.entries(query)
+    .filter((entry): entry is [string, string | number] => entry[1] !== undefined)
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
+  return parts.length === 0 ? '' : `?${parts.join('&')}`
+}
