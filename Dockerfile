@@ -9,6 +9,8 @@ RUN npm ci
 COPY tsconfig.json ./
 COPY config ./config
 COPY src ./src
+# The web console (src/console, bundled by esbuild into dist/console).
+COPY scripts/build-console.mjs ./scripts/build-console.mjs
 RUN npm run build && npm prune --omit=dev
 
 FROM node:22-bookworm-slim

@@ -12,6 +12,12 @@
  * dist/src/server.js. Not tsc's own dist/.tsbuildinfo: a `tsc --noEmit`
  * writes that too, without building anything. The build itself stays
  * incremental.
+ *
+ * The web console (src/console, bundled with the client of src/client by
+ * scripts/build-console.mjs) is checked apart: a file there, the console
+ * build script or package-lock.json newer than dist/console/index.html (the
+ * build writes it last), or no index.html, rebuilds the console. tsc does not
+ * compile src/console, so an edit there does not rerun tsc.
  */
 import { execFileSync } from 'node:child_process'
 import { readdirSync, statSync, writeFileSync } from 'node:fs'
@@ -32,6 +38,22 @@ export function staleSource (root) {
     if (mtime(path) > built) return path
   }
   for (const dir of ['src', 'config']) {
+    const newer = newerIn(join(root, dir), built, new Set([join(root, 'src', 'console')]))
+    if (newer !== null) return newer
+  }
+  return null
+}
+
+/** The first console source newer than the console's last build, or null when dist/console is current. */
+export function staleConsoleSource (root) {
+  const index = join(root, 'dist', 'console', 'index.html')
+  const built = mtime(index)
+  if (built === 0) return index
+  for (const file of ['scripts/build-console.mjs', 'package-lock.json']) {
+    const path = join(root, file)
+    if (mtime(path) > built) return path
+  }
+  for (const dir of ['src/console', 'src/client']) {
     const newer = newerIn(join(root, dir), built)
     if (newer !== null) return newer
   }
@@ -46,7 +68,8 @@ function mtime (path) {
   }
 }
 
-function newerIn (dir, than) {
+function newerIn (dir, than, skip = new Set()) {
+  if (skip.has(dir)) return null
   let entries
   try {
     entries = readdirSync(dir, { withFileTypes: true })
@@ -56,7 +79,7 @@ function newerIn (dir, than) {
   for (const entry of entries) {
     const path = join(dir, entry.name)
     if (entry.isDirectory()) {
-      const newer = newerIn(path, than)
+      const newer = newerIn(path, than, skip)
       if (newer !== null) return newer
     } else if (mtime(path) > than) {
       return path
@@ -73,5 +96,16 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.json')], { cwd: root, stdio: 'inherit' })
     // Written after tsc succeeded (it throws otherwise), whatever tsc chose to rewrite.
     writeFileSync(join(root, 'dist', '.built'), `${new Date().toISOString()}\n`)
+  }
+  const staleConsole = staleConsoleSource(root)
+  if (staleConsole !== null) {
+    process.stderr.write(`building dist/console (${staleConsole.slice(root.length + 1)} is newer than the last build)\n`)
+    // Not fatal: the API runs without it (`/` answers 503), e.g. where dev dependencies (esbuild) were pruned.
+    try {
+      const { buildConsole } = await import('./build-console.mjs')
+      await buildConsole({ root })
+    } catch (err) {
+      process.stderr.write(`the web console was not built: ${err instanceof Error ? err.message : String(err)}\n`)
+    }
   }
 }

@@ -31,6 +31,7 @@ import { isLoopback } from './net/loopback.js'
 import { redactedRequest } from './net/redact.js'
 import { TenantConnections } from './net/tenant-connections.js'
 import security, { GATEWAY_PROTOCOL } from './plugins/security.js'
+import { consoleRoutes } from './routes/console.js'
 import { eventRoutes } from './routes/events.js'
 import { healthRoutes } from './routes/health.js'
 import { metricsRoutes } from './routes/metrics.js'
@@ -49,6 +50,7 @@ import { SignedStore } from './store/signed-records.js'
 import { loadStoreSecret } from './store/store-secret.js'
 import type { EventStore } from './store/store.js'
 import { Heartbeat } from './ws/heartbeat.js'
+import { WebhookNotifier } from './webhooks/webhook-notifier.js'
 
 export interface AppParts {
   store?: EventStore
@@ -59,6 +61,8 @@ export interface AppParts {
   env?: NodeJS.ProcessEnv
   /** SANDBOX=bwrap start-up probe: how to run it (default: runOnce), or false to skip it. */
   probeSandbox?: ProbeRunner | false
+  /** The built web console served at `/` (default: dist/console of this package). */
+  consoleDir?: string
 }
 
 export interface GatewayState {
@@ -99,7 +103,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   if (authenticator === undefined) {
     let tokens = config.tokens
     if (tokens === null && config.jwt === null) {
-      generatedToken = randomBytes(24).toString('base64url')
+      generatedToken = `cgw_${randomBytes(24).toString('base64url')}` // a prefix: never starts with '-', easy to spot in a leak
       tokens = new Map([[generatedToken, 'default']])
     }
     const all: Authenticator[] = []
@@ -139,6 +143,8 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     createOn: async (node, tenant, options) => await router.call(node, '', 'create', [tenant, options]) as Record<string, unknown>,
     logger
   })
+  // WEBHOOK_URL: session events POSTed to the operator, signed, queued off the relay's path.
+  const webhooks = config.webhook === null ? null : new WebhookNotifier({ ...config.webhook, logger })
   const manager: SessionManager = new SessionManager({
     // Several nodes may share this store: each CLI's conversation travels with it.
     carryConversations: chosenStore.kind === 'redis',
@@ -156,6 +162,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     keeper: new LeaseKeeper({ leases: store.leases, node: config.nodeId, ttlMs: config.sessionLeaseMs, logger }),
     isDeadNode: isDeadLocalNode,
     metrics,
+    ...(webhooks === null ? {} : { events: webhooks }),
     launch: sandbox.launch,
     sandboxed: sandbox.active,
     logger,
@@ -187,6 +194,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     }
   })
   metrics.observe(manager)
+  if (webhooks !== null) metrics.observeWebhooks(() => webhooks.stats)
   const heartbeat = new Heartbeat(config.keepaliveIntervalMs)
 
   const app = Fastify({
@@ -273,6 +281,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     tenantConnections
   })
   await app.register(healthRoutes, { manager, store, maxSessions: config.maxSessions, isShuttingDown: () => state.shuttingDown })
+  await app.register(consoleRoutes, { dir: parts.consoleDir })
   // METRICS_PORT 0: on this server; else a listener of its own, opened when the app is ready.
   const { metricsPort, metricsToken } = config
   const scrape = (): Promise<{ contentType: string, body: string }> => metrics.scrape()
@@ -304,6 +313,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     metricsServer?.close()
     await placement.close()
     await manager.shutdown(config.shutdownGraceMs)
+    await webhooks?.close() // after the sessions' stops, so their session.ended get their chance
     await router.close()
     sandbox.close()
     if (ownsStore) await store.close()

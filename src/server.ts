@@ -19,11 +19,6 @@ async function main (): Promise<void> {
   }
 
   const app = await buildApp(config)
-  const generated = app.gateway.generatedToken
-  if (generated !== null) {
-    // Printed once, to the terminal only (never logged): the operator's key for this run.
-    process.stderr.write(`\nGATEWAY_TOKENS is unset: this run's token (tenant "default") is\n\n    ${generated}\n\nSend it as "Authorization: Bearer <token>".\n\n`)
-  }
 
   let closing = false
   const shutdown = (signal: string): void => {
@@ -43,7 +38,14 @@ async function main (): Promise<void> {
   process.on('SIGTERM', () => shutdown('SIGTERM'))
   process.on('SIGINT', () => shutdown('SIGINT'))
 
-  await app.listen({ port: config.port, host: config.host })
+  const address = await app.listen({ port: config.port, host: config.host })
+  const generated = app.gateway.generatedToken
+  // Plain lines on the terminal, apart from the JSON log: what a newcomer needs first.
+  process.stderr.write(`\nConsole: ${address}/\n`)
+  if (generated !== null) {
+    // Printed once, to the terminal only (never logged): the operator's key for this run, alone on its line.
+    process.stderr.write(`GATEWAY_TOKENS is unset; this run's token (tenant "default"), for the console's sign-in or "Authorization: Bearer <token>":\n\n${generated}\n\n`)
+  }
 }
 
 main().catch((err: unknown) => {

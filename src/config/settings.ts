@@ -10,6 +10,7 @@ import { hostname } from 'node:os'
 import { resolve, join } from 'node:path'
 import { z } from 'zod'
 import { parseDestinations } from '../sandbox/destinations.js'
+import { type WebhookEventType, WEBHOOK_EVENT_TYPES } from '../webhooks/webhook-event-types.js'
 import { defaultClaudeBin, isJwtPublicKey, list, parseTrustProxy, tokensOrProblem } from './values.js'
 
 /** What README's table says of one variable. */
@@ -163,7 +164,19 @@ export const envSchema = z.object({
   JWT_TENANT_CLAIM: defaulted(z.string().min(1), 'tenant', 'JWT claim naming the tenant'),
   JWT_ISSUER: optional(z.string().min(1), '(none)', 'expected JWT `iss`'),
   JWT_AUDIENCE: optional(z.string().min(1), '(none)', 'expected JWT `aud`'),
-  JWT_MAX_TTL_SECONDS: defaulted(int(1), 86_400, 'longest JWT lifetime accepted (`exp − iat`, or `exp − now` without `iat`)')
+  JWT_MAX_TTL_SECONDS: defaulted(int(1), 86_400, 'longest JWT lifetime accepted (`exp − iat`, or `exp − now` without `iat`)'),
+  WEBHOOK_URL: optional(z.string().refine(isWebhookUrl, 'must be an http:// or https:// URL'), '(unset: no webhooks)',
+    'an `http(s)://` URL that gets a signed POST for each session event (docs/WEBHOOKS.md); needs `WEBHOOK_SECRET`', true),
+  WEBHOOK_SECRET: optional(secret(), '(none; required with `WEBHOOK_URL`)',
+    'key (≥ 32 characters) of the HMAC-SHA256 in each webhook\'s `Webhook-Signature` header', true),
+  WEBHOOK_EVENTS: defaulted(listOf(new RegExp(`^(${WEBHOOK_EVENT_TYPES.join('|').replaceAll('.', '\\.')})$`), `event types among ${WEBHOOK_EVENT_TYPES.join(', ')}`),
+    WEBHOOK_EVENT_TYPES.join(','), 'event types sent to `WEBHOOK_URL`'),
+  WEBHOOK_TIMEOUT_MS: defaulted(int(100, 600_000), 10_000, 'one webhook attempt (connect, send, answer headers) is abandoned after this and retried'),
+  WEBHOOK_MAX_ATTEMPTS: defaulted(int(1, 100), 8, 'attempts per webhook (the first included) on network errors, timeouts, 408, 429 and 5xx; other answers are never retried'),
+  WEBHOOK_RETRY_BASE_MS: defaulted(int(1, 3_600_000), 1_000, 'delay before the first retry, doubled for each further one (with jitter: each delay is between half and all of it)'),
+  WEBHOOK_RETRY_MAX_MS: defaulted(int(1, 86_400_000), 60_000, 'longest delay between attempts, a receiver\'s `Retry-After` included'),
+  WEBHOOK_CONCURRENCY: defaulted(int(1, 256), 4, 'webhook requests in flight at once (one at a time per session, in order)'),
+  WEBHOOK_QUEUE_MAX: defaulted(int(1), 10_000, 'webhooks waiting to be sent or retried; past it the oldest is dropped (logged and counted)')
 })
 
 /** The settings that may come from `<NAME>_FILE` (Docker and Kubernetes secrets). */
@@ -172,7 +185,7 @@ export const SECRET_FILE_VARIABLES: readonly string[] = Object.entries(envSchema
   .map(([name]) => name)
 
 /** The environment (blanks removed) → the config the app reads. */
-export const configSchema = envSchema.transform((e) => {
+export const configSchema = envSchema.transform((e, ctx) => {
   const dataDir = resolve(e.DATA_DIR)
   return {
     port: e.PORT,
@@ -255,6 +268,8 @@ export const configSchema = envSchema.transform((e) => {
     wsTicketTtlMs: e.WS_TICKET_TTL_MS,
     /** Key of the session records' MACs; undefined: generated once and kept in `$DATA_DIR/store-secret`. */
     storeSecret: e.STORE_SECRET,
+    /** Where session events are POSTed, and how; null: no webhooks. */
+    webhook: webhookConfig(e, ctx),
     jwt: e.JWT_SECRET === undefined && e.JWT_PUBLIC_KEY === undefined
       ? null
       : { secret: e.JWT_SECRET, publicKey: e.JWT_PUBLIC_KEY, tenantClaim: e.JWT_TENANT_CLAIM, issuer: e.JWT_ISSUER, audience: e.JWT_AUDIENCE, maxTtlSeconds: e.JWT_MAX_TTL_SECONDS }
@@ -262,6 +277,40 @@ export const configSchema = envSchema.transform((e) => {
 })
 
 export type Config = z.output<typeof configSchema>
+
+/**
+ * The webhook settings, or null without WEBHOOK_URL. A URL without a secret
+ * is refused here rather than among loadConfig's start-up rules: the
+ * receiver could not tell our POSTs from anyone's, so it never starts.
+ */
+function webhookConfig (e: z.output<typeof envSchema>, ctx: z.core.$RefinementCtx) {
+  if (e.WEBHOOK_URL === undefined) return null
+  if (e.WEBHOOK_SECRET === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['WEBHOOK_SECRET'], message: 'required when WEBHOOK_URL is set (or WEBHOOK_SECRET_FILE)' })
+    return null
+  }
+  return {
+    url: e.WEBHOOK_URL,
+    secret: e.WEBHOOK_SECRET,
+    events: e.WEBHOOK_EVENTS as WebhookEventType[],
+    timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+    maxAttempts: e.WEBHOOK_MAX_ATTEMPTS,
+    retryBaseMs: e.WEBHOOK_RETRY_BASE_MS,
+    retryMaxMs: e.WEBHOOK_RETRY_MAX_MS,
+    concurrency: e.WEBHOOK_CONCURRENCY,
+    queueMax: e.WEBHOOK_QUEUE_MAX
+  }
+}
+
+/** An absolute http: or https: URL (it may hold credentials: it is never logged whole). */
+function isWebhookUrl (text: string): boolean {
+  try {
+    const url = new URL(text)
+    return url.protocol === 'http:' || url.protocol === 'https:'
+  } catch {
+    return false
+  }
+}
 
 /** `<hostname>-<pid>`, in NODE_ID's charset and length (a hostname may hold other characters or be long). */
 export function defaultNodeId (pidNumber = process.pid): string {

@@ -30,6 +30,11 @@ export interface MetricsSource {
 
 const STATUSES: readonly SessionStatus[] = ['starting', 'running', 'stopping', 'stopped', 'exited']
 const OUTCOMES: readonly PermissionOutcome[] = ['allow', 'deny', 'timeout', 'cancelled', 'error']
+/** Ways a webhook delivery ends (src/webhooks/delivery-queue.ts). */
+const WEBHOOK_OUTCOMES = ['delivered', 'rejected', 'exhausted', 'dropped', 'abandoned'] as const
+
+/** What the metrics read of the webhook queue: its running totals and what it holds now. */
+export type WebhookCounts = Record<typeof WEBHOOK_OUTCOMES[number] | 'waiting' | 'inFlight', number>
 const LIMIT_KINDS: readonly RateLimitKind[] = ['rest', 'ws_upgrade', 'ws_frames', 'auth_lockout']
 
 /** Store appends: a local Redis answers in well under a millisecond, an outage takes its command timeout. */
@@ -51,6 +56,10 @@ function processMetrics (): Registry {
 export class Metrics implements MetricsSink {
   readonly registry = new Registry()
   #source: MetricsSource | null = null
+  /** The webhook queue's counts, read when scraped (none: WEBHOOK_URL unset). */
+  #webhooks: (() => WebhookCounts) | null = null
+  /** The webhook totals as of the last scrape, to add only what happened since. */
+  #webhooksSeen = new Map<string, number>()
   /** Milliseconds on a monotonic clock (tests pass their own). */
   readonly #now: () => number
   /** `#now()` when the gateway was last seen degraded (and not since counted); null while it is not. */
@@ -178,6 +187,32 @@ export class Metrics implements MetricsSink {
     this.#authFailures = new Counter({ name: 'cgw_auth_failures_total', help: 'Requests refused 401, by reason', labelNames: ['reason'], registers })
     this.#rateLimited = new Counter({ name: 'cgw_rate_limited_total', help: 'Requests, upgrades and frames refused by a rate limit, by kind', labelNames: ['kind'], registers })
 
+    const webhookQueue = new Gauge({
+      name: 'cgw_webhook_queue',
+      help: 'Webhook deliveries waiting (or backing off) and being sent',
+      labelNames: ['state'],
+      registers,
+      collect: () => {
+        const counts = this.#webhooks?.()
+        webhookQueue.set({ state: 'waiting' }, counts?.waiting ?? 0)
+        webhookQueue.set({ state: 'in_flight' }, counts?.inFlight ?? 0)
+      }
+    })
+    const webhookDeliveries = new Counter({
+      name: 'cgw_webhook_deliveries_total',
+      help: 'Webhook deliveries that ended, by outcome (delivered; rejected: a 4xx never retried; exhausted: WEBHOOK_MAX_ATTEMPTS; dropped: queue full; abandoned: at shutdown)',
+      labelNames: ['outcome'],
+      registers,
+      collect: () => {
+        const counts = this.#webhooks?.()
+        for (const outcome of WEBHOOK_OUTCOMES) {
+          const total = counts?.[outcome] ?? 0
+          webhookDeliveries.inc({ outcome }, Math.max(0, total - (this.#webhooksSeen.get(outcome) ?? 0)))
+          this.#webhooksSeen.set(outcome, total)
+        }
+      }
+    })
+
     // Every series of a fixed label set is there from the first scrape (rate() needs the zero).
     for (const outcome of OUTCOMES) this.#permissions.inc({ outcome }, 0)
     for (const kind of LIMIT_KINDS) this.#rateLimited.inc({ kind }, 0)
@@ -187,6 +222,11 @@ export class Metrics implements MetricsSink {
   /** The gateway whose state the gauges read when scraped. */
   observe (source: MetricsSource): void {
     this.#source = source
+  }
+
+  /** The webhook queue whose counts are read when scraped. */
+  observeWebhooks (counts: () => WebhookCounts): void {
+    this.#webhooks = counts
   }
 
   /** The exposition text (process metrics, then the gateway's), and its content type. */

@@ -4,7 +4,9 @@
  *   on evil.example resolving to 127.0.0.1 still sends `Host: evil.example`);
  * - Origin allowlist for browsers (stops cross-site WebSocket hijacking and
  *   cross-origin REST calls); requests without Origin are not from a browser
- *   page and pass to authentication;
+ *   page and pass to authentication. The gateway's own origin (an Origin whose
+ *   host is the request's Host: the web console it serves at `/`) passes too;
+ *   it holds no credentials of its own (tokens are bearer, never cookies);
  * - authentication for every `/v1` route: `Authorization: Bearer`, a
  *   `bearer.<token>` Sec-WebSocket-Protocol entry, or a single-use `?ticket=`
  *   on the WebSocket route;
@@ -16,9 +18,10 @@
  *   refused upgrades without spending the tenant's REST budget, and REST
  *   calls never spend the upgrade budget.
  *
- * A route outside /v1 is public (/healthz, /readyz, /openapi.json) unless its route config
- * says `auth`: `'tenant'` as /v1, or its own check (GET /metrics with
- * METRICS_TOKEN). Failed checks count towards the same lockout either way.
+ * A route outside /v1 is public (/healthz, /readyz, /openapi.json, the web
+ * console's `/` and `/console/<file>`) unless its route config says `auth`:
+ * `'tenant'` as /v1, or its own check (GET /metrics with METRICS_TOKEN).
+ * Failed checks count towards the same lockout either way.
  * Refusals are counted in `metrics` (/metrics).
  */
 import cors from '@fastify/cors'
@@ -45,6 +48,12 @@ export interface SecurityOptions {
   wsUpgradesPerMinute: number
   /** WebSocket upgrades per client address per minute, whatever the tenant (WS_UPGRADES_PER_MINUTE_PER_ADDRESS). */
   wsUpgradesPerMinutePerAddress: number
+  /**
+   * Also accept an Origin naming the gateway itself (http or https, host and
+   * port equal to the request's Host): the console's page calling its own
+   * gateway. Default true.
+   */
+  sameOrigin?: boolean
   /** Counts failed authentications and rate-limit refusals (default: nothing). */
   metrics?: Pick<MetricsSink, 'authFailed' | 'rateLimited'>
 }
@@ -79,6 +88,7 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
   const origins = new Set(o.allowedOrigins)
   const failures = new FailureWindow(o.authFailuresPerMinute, 60_000)
   const metrics = o.metrics ?? noopMetrics
+  const sameOrigin = o.sameOrigin ?? true
 
   app.addHook('onRequest', async (request) => {
     // Any loopback address literal is fine too (a rebinding page sends its own name, never an address).
@@ -87,7 +97,7 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
       throw new GatewayError('forbidden_host')
     }
     const origin = request.headers.origin
-    if (origin !== undefined && !origins.has(origin)) throw new GatewayError('forbidden_origin')
+    if (origin !== undefined && !origins.has(origin) && !(sameOrigin && isOwnOrigin(origin, request.host))) throw new GatewayError('forbidden_origin')
     // Decided by the route Fastify matched, not the raw URL: `/%761/sessions` or an
     // absolute-form target (`GET http://host/v1/sessions`) reach /v1 handlers too.
     // Unmatched URLs (404) fall back to the raw path.
@@ -194,6 +204,23 @@ class FailureWindow {
   #sweep (now: number): void {
     for (const [ip, entry] of this.#counts) if (now - entry.since >= this.#windowMs) this.#counts.delete(ip)
   }
+}
+
+/**
+ * Whether `origin` is this gateway as the browser reached it: its host[:port]
+ * is the request's Host (or the X-Forwarded-Host of a TRUST_PROXY proxy, as
+ * Fastify's `request.host` reads it). The scheme is not compared: a proxy
+ * ending TLS makes the page https while the gateway sees http.
+ */
+function isOwnOrigin (origin: string, host: string | undefined): boolean {
+  if (host === undefined || host === '') return false
+  let url: URL
+  try {
+    url = new URL(origin)
+  } catch {
+    return false // `null` (sandboxed frames, file: pages) and garbage
+  }
+  return (url.protocol === 'http:' || url.protocol === 'https:') && url.origin === origin && url.host === host.toLowerCase()
 }
 
 function hostName (host: string | undefined): string {

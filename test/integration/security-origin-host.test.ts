@@ -72,12 +72,19 @@ describe('Origin and CORS', () => {
 })
 
 describe('Origin with no allowlist', () => {
-  it('refuses every browser Origin when ALLOWED_ORIGINS is empty', async (t) => {
+  it('refuses every browser Origin but the gateway\'s own (its console) when ALLOWED_ORIGINS is empty', async (t) => {
     const gw = await gateway(t)
     const id = (await gw.createSession()).id
-    assert.equal((await upgrade(gw, `/v1/sessions/${id}/ws`, { ...auth, origin: `http://127.0.0.1:${new URL(gw.url).port}` })).status, 403)
-    assert.equal((await raw(gw, 'GET', '/v1/sessions', { ...auth, origin: 'http://localhost' })).status, 403)
+    const { port } = new URL(gw.url)
+    for (const foreign of [`http://127.0.0.1:${Number(port) + 1}`, 'http://localhost', `http://localhost:${port}`, 'null', `http://127.0.0.1:${port}/`]) {
+      assert.equal((await upgrade(gw, `/v1/sessions/${id}/ws`, { ...auth, origin: foreign })).status, 403, `upgrade from ${foreign}`)
+      assert.equal((await raw(gw, 'GET', '/v1/sessions', { ...auth, origin: foreign })).status, 403, `REST from ${foreign}`)
+    }
     assert.equal((await raw(gw, 'OPTIONS', '/v1/sessions', { origin: 'http://localhost', 'access-control-request-method': 'GET' })).status, 403)
+    // The page the gateway serves calls it from its own origin (Host 127.0.0.1:<port>); its token still decides.
+    assert.equal((await upgrade(gw, `/v1/sessions/${id}/ws`, { ...auth, origin: `http://127.0.0.1:${port}` })).status, 101)
+    assert.equal((await raw(gw, 'GET', '/v1/sessions', { ...auth, origin: `http://127.0.0.1:${port}` })).status, 200)
+    assert.equal((await raw(gw, 'GET', '/v1/sessions', { origin: `http://127.0.0.1:${port}` })).status, 401)
   })
 })
 

@@ -1,10 +1,11 @@
-// scripts/build-if-stale.mjs (npm start's prestart): dist/ is rebuilt exactly when a source is newer than the last build.
+// scripts/build-if-stale.mjs (npm start's prestart): dist/ is rebuilt exactly when a source is newer than the last build,
+// and so is the web console (dist/console) when one of its sources is.
 import assert from 'node:assert/strict'
 import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
-import { staleSource } from '../../scripts/build-if-stale.mjs'
+import { staleConsoleSource, staleSource } from '../../scripts/build-if-stale.mjs'
 
 function tree (t: { after: (fn: () => void) => void }): { root: string, file: (path: string, at: number) => string } {
   const root = mkdtempSync(join(tmpdir(), 'cgw-stale-'))
@@ -60,5 +61,47 @@ describe('build-if-stale', () => {
     again.file('dist/src/server.js', 2000)
     const lock = again.file('package-lock.json', 2500)
     assert.equal(staleSource(again.root), lock)
+  })
+
+  it('does not run tsc for an edit in src/console, which tsc does not compile', (t) => {
+    const { root, file } = tree(t)
+    file('src/server.ts', 1000)
+    file('dist/.built', 2000)
+    file('dist/src/server.js', 2000)
+    file('src/console/main.ts', 3000)
+    assert.equal(staleSource(root), null)
+    const client = file('src/client/index.ts', 3000)
+    assert.equal(staleSource(root), client, 'the client is compiled by tsc too')
+  })
+})
+
+describe('build-if-stale: the web console', () => {
+  it('builds when dist/console/index.html is missing', (t) => {
+    const { root, file } = tree(t)
+    file('src/console/main.ts', 1000)
+    file('dist/console/app.js', 2000) // a build that stopped before index.html
+    assert.equal(staleConsoleSource(root), join(root, 'dist', 'console', 'index.html'))
+  })
+
+  it('skips the build when every console source is older than index.html', (t) => {
+    const { root, file } = tree(t)
+    file('src/console/main.ts', 1000)
+    file('src/console/styles.css', 1200)
+    file('src/client/session-connection.ts', 1500)
+    file('scripts/build-console.mjs', 900)
+    file('package-lock.json', 900)
+    file('src/server.ts', 5000) // the gateway's own sources do not concern the console
+    file('dist/console/index.html', 2000)
+    assert.equal(staleConsoleSource(root), null)
+  })
+
+  it('names the console source, client source or build script edited after the last build', (t) => {
+    for (const path of ['src/console/deep/view.ts', 'src/console/index.html', 'src/client/frames.ts', 'scripts/build-console.mjs', 'package-lock.json']) {
+      const { root, file } = tree(t)
+      file('src/console/main.ts', 1000)
+      file('dist/console/index.html', 2000)
+      const edited = file(path, 3000)
+      assert.equal(staleConsoleSource(root), edited, path)
+    }
   })
 })

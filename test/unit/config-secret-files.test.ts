@@ -57,7 +57,7 @@ describe('loadConfig: secrets from files', () => {
     assert.match(configError(() => loadConfig({ METRICS_TOKEN_FILE: secretFile('short-metrics', 'short\n') })), /METRICS_TOKEN \(read from METRICS_TOKEN_FILE\): must be at least 16 characters/)
   })
 
-  const secrets = ['GATEWAY_TOKENS', 'JWT_SECRET', 'JWT_PUBLIC_KEY', 'REDIS_URL', 'STORE_SECRET', 'METRICS_TOKEN']
+  const secrets = ['GATEWAY_TOKENS', 'JWT_SECRET', 'JWT_PUBLIC_KEY', 'REDIS_URL', 'STORE_SECRET', 'METRICS_TOKEN', 'WEBHOOK_URL', 'WEBHOOK_SECRET']
   it('takes exactly these secrets from files', () => {
     assert.deepEqual([...SECRET_FILE_VARIABLES].sort(), [...secrets].sort())
   })

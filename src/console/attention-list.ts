@@ -1,0 +1,43 @@
+/**
+ * "Needs attention": every permission prompt waiting across the caller's
+ * sessions (GET /v1/permissions), polled by the app every few seconds, so a
+ * prompt in a session nobody is looking at is not missed. Choosing one opens
+ * its session, where the prompt can be answered.
+ */
+import type { GatewayClient, PendingPermission } from '../client/index.js'
+import { duration, h, replaceChildren, shortId } from './dom.js'
+
+export class AttentionList {
+  readonly element: HTMLElement
+  readonly #list = h('ul', { class: 'list', testid: 'attention-list', attrs: { 'aria-label': 'Prompts waiting for an answer' } })
+  readonly #count = h('span', { class: 'count', testid: 'attention-count' }, '0')
+
+  constructor (private readonly client: GatewayClient, private readonly onOpen: (sessionId: string) => void) {
+    this.element = h('section', { class: 'panel attention', attrs: { 'aria-labelledby': 'attention-title' } },
+      h('h2', { attrs: { id: 'attention-title' } }, 'Needs attention ', this.#count), this.#list)
+    this.#render([])
+  }
+
+  /** Rejects on an API error (the app decides: 401 signs out). */
+  async refresh (): Promise<void> {
+    this.#render(await this.client.pendingPermissions())
+  }
+
+  #render (pending: PendingPermission[]): void {
+    this.#count.textContent = String(pending.length)
+    this.element.dataset.count = String(pending.length)
+    if (pending.length === 0) {
+      replaceChildren(this.#list, h('li', { class: 'empty muted' }, 'Nothing is waiting for you.'))
+      return
+    }
+    replaceChildren(this.#list, ...pending.map((p) => h('li', {},
+      h('button', {
+        class: 'item',
+        testid: 'attention-item',
+        attrs: { type: 'button', 'data-session-id': p.session_id, 'data-request-id': p.request_id },
+        on: { click: () => { this.onOpen(p.session_id) } }
+      },
+      h('span', { class: 'item-top' }, h('strong', {}, p.display_name ?? p.tool_name), h('span', { class: 'muted' }, `${duration(p.age_ms)} · ${shortId(p.session_id)}`)),
+      h('span', { class: 'item-sub mono' }, p.summary)))))
+  }
+}

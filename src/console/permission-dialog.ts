@@ -1,0 +1,106 @@
+/**
+ * The permission prompt of the open session: what the CLI wants to do (tool,
+ * description, input), and the three answers: allow once, allow always (the
+ * CLI's own suggestions, each one chosen or not), deny with a message
+ * (optionally stopping the turn). Several waiting prompts are answered one
+ * after the other, oldest first. A holder answers on its WebSocket; an
+ * observer has only the prompt's summary and answers over HTTP, once only
+ * (no suggestions to grant).
+ */
+import type { PermissionDecision, PermissionRequest } from '../client/index.js'
+import { clip, h, replaceChildren } from './dom.js'
+import { suggestionText, toolSummary } from './describe.js'
+
+export interface PermissionAnswerer {
+  answer: (request: PermissionRequest, decision: PermissionDecision) => void
+}
+
+export class PermissionDialog {
+  readonly element: HTMLElement
+  #shownId: string | null = null
+  #shownCanAnswer = false
+  #error: string | null = null
+
+  constructor (private readonly answerer: PermissionAnswerer) {
+    this.element = h('section', { class: 'permission', testid: 'permission-dialog', attrs: { role: 'alertdialog', 'aria-labelledby': 'permission-title', hidden: true } })
+  }
+
+  /** Shows the oldest of `requests` (hidden when there are none); the form is kept while the same prompt stays first. */
+  show (requests: PermissionRequest[]): void {
+    const first = requests.slice().sort((a, b) => a.seq - b.seq)[0]
+    if (first === undefined) {
+      this.#shownId = null
+      this.#error = null
+      this.element.hidden = true
+      replaceChildren(this.element)
+      return
+    }
+    const count = this.element.querySelector('.permission-count')
+    // The same prompt stays as it is (what was typed in it too), unless it became answerable here (a take-over).
+    if (first.requestId === this.#shownId && first.canAnswer === this.#shownCanAnswer) {
+      if (count !== null) count.textContent = requests.length > 1 ? `1 of ${requests.length} waiting` : ''
+      return
+    }
+    this.#shownId = first.requestId
+    this.#shownCanAnswer = first.canAnswer
+    this.#error = null
+    this.#render(first, requests.length)
+    this.element.hidden = false
+    // Focus moves to the prompt only from nowhere: someone typing elsewhere must not answer it with their next Enter.
+    if (document.activeElement === null || document.activeElement === document.body) {
+      this.element.querySelector<HTMLButtonElement>('[data-testid="permission-allow"]')?.focus()
+    }
+  }
+
+  /** An answer the gateway refused (bypass_not_allowed, permission_update_not_allowed): the prompt stays. */
+  refused (requestId: string | undefined, message: string): void {
+    if (requestId !== undefined && requestId !== this.#shownId) return
+    this.#error = message
+    const slot = this.element.querySelector('.permission-error')
+    if (slot !== null) {
+      slot.textContent = message
+      ;(slot as HTMLElement).hidden = false
+    }
+  }
+
+  #render (request: PermissionRequest, waiting: number): void {
+    const tool = request.displayName ?? request.toolName
+    const summary = toolSummary(request.toolName, request.input)
+    const hasInput = Object.keys(request.input).length > 0
+    const choices = request.suggestions.map((suggestion, i) => {
+      const id = `suggestion-${i}`
+      const box = h('input', { attrs: { type: 'checkbox', id, checked: true }, testid: 'permission-suggestion' })
+      return { suggestion, box, row: h('label', { class: 'choice', attrs: { for: id } }, box, ' ', suggestionText(suggestion)) }
+    })
+    const message = h('input', { class: 'grow', testid: 'permission-deny-message', attrs: { type: 'text', placeholder: 'Why not? (the model reads this)', 'aria-label': 'Message for the model' } })
+    const stop = h('input', { attrs: { type: 'checkbox', id: 'permission-stop' }, testid: 'permission-deny-interrupt' })
+    const answer = (decision: PermissionDecision): void => { this.answerer.answer(request, decision) }
+    const always = (): void => {
+      const chosen = choices.filter((c) => c.box.checked).map((c) => c.suggestion)
+      answer({ behavior: 'allow', updatedPermissions: chosen })
+    }
+    const deny = (): void => {
+      answer({ behavior: 'deny', message: message.value.trim() === '' ? 'The user denied this tool use.' : message.value.trim(), interrupt: stop.checked })
+    }
+    message.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); deny() } })
+
+    replaceChildren(this.element,
+      h('div', { class: 'permission-top' },
+        h('h2', { attrs: { id: 'permission-title' } }, `Allow ${tool}?`),
+        h('span', { class: 'permission-count' }, waiting > 1 ? `1 of ${waiting} waiting` : '')),
+      request.description === undefined ? null : h('p', { class: 'permission-description' }, request.description),
+      summary === '' ? null : h('pre', { class: 'permission-summary', testid: 'permission-summary' }, summary),
+      request.blockedPath === undefined ? null : h('p', { class: 'muted' }, `Path: ${request.blockedPath}`),
+      hasInput ? h('details', {}, h('summary', {}, 'Full input'), h('pre', {}, clip(JSON.stringify(request.input, null, 2), 20_000))) : null,
+      request.canAnswer ? null : h('p', { class: 'muted' }, 'Another client holds this session; your answer goes over HTTP. Take over to see the full request.'),
+      choices.length === 0 ? null : h('fieldset', { class: 'choices' }, h('legend', {}, 'Allow always grants'), ...choices.map((c) => c.row)),
+      h('p', { class: 'permission-error', attrs: { role: 'alert', hidden: this.#error === null } }, this.#error ?? ''),
+      h('div', { class: 'permission-actions' },
+        h('button', { class: 'primary', testid: 'permission-allow', attrs: { type: 'button' }, on: { click: () => answer({ behavior: 'allow' }) } }, 'Allow once'),
+        h('button', { testid: 'permission-always', attrs: { type: 'button', disabled: choices.length === 0, title: choices.length === 0 ? 'The CLI suggested nothing to remember' : null }, on: { click: always } }, 'Allow always'),
+        h('span', { class: 'spacer' }),
+        message,
+        h('label', { class: 'choice', attrs: { for: 'permission-stop' } }, stop, ' and stop'),
+        h('button', { class: 'danger', testid: 'permission-deny', attrs: { type: 'button' }, on: { click: deny } }, 'Deny')))
+  }
+}
