@@ -63,6 +63,7 @@ export async function consoleRoutes (fastify: FastifyInstance, options: ConsoleR
 
   app.get('/', {
     schema: {
+      tags: ['console'],
       summary: 'The web console (docs/CONSOLE.md); 503 text/plain when it was not built',
       security: [],
       response: { 200: { description: 'The console page', content: { 'text/html': { schema: z.string() } } }, ...errorResponses('forbidden_origin', 'forbidden_host') }
@@ -78,6 +79,7 @@ export async function consoleRoutes (fastify: FastifyInstance, options: ConsoleR
 
   app.get(`${CONSOLE_PREFIX}:file`, {
     schema: {
+      tags: ['console'],
       summary: 'The web console\'s script and styles (and their source maps)',
       security: [],
       params: z.object({ file: z.string() }),

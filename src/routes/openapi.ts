@@ -31,7 +31,8 @@ async function openapi (app: FastifyInstance): Promise<void> {
         { name: 'permissions', description: 'Pending CLI control requests over HTTP' },
         { name: 'websocket', description: 'The WebSocket attach (docs/PROTOCOL.md) and its tickets' },
         { name: 'health', description: 'Liveness and readiness (public)' },
-        { name: 'docs', description: 'This document (public)' }
+        { name: 'docs', description: 'This document (public)' },
+        { name: 'console', description: 'The web console\'s page and files (public; it asks for a token: docs/CONSOLE.md)' }
       ],
       components: {
         securitySchemes: {
