@@ -51,6 +51,15 @@ const flag = () => z.enum(['true', 'false', '1', '0']).transform((v) => v === 't
 /** A comma list (an empty value is an empty list). */
 const commaList = () => z.string().transform(list)
 /** A comma list whose every entry matches `entry`. */
+/** `https://host[:port]` as a browser sends it in Origin (lower case, no default port, no path). */
+function isOrigin (entry: string): boolean {
+  try {
+    const url = new URL(entry)
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.origin === entry
+  } catch {
+    return false
+  }
+}
 const listOf = (entry: RegExp, what: string) => commaList().refine((items) => items.every((x) => entry.test(x)), `expected a comma list of ${what}`)
 const secret = () => z.string().min(32, 'must be at least 32 characters')
 
@@ -131,7 +140,9 @@ export const envSchema = z.object({
   STORE_QUEUE_MAX: defaulted(int(1), 100_000, 'events held in memory per session while the store is down'),
   RESUME_STORE_WAIT_MS: defaulted(int(0), 3_000,
     'how long a resuming client\'s hello waits for a store that does not answer before it says `resume: "unavailable"` and closes with 1013 (PROTOCOL.md, Resume)'),
-  ALLOWED_ORIGINS: defaulted(commaList(), '', 'browser Origins allowed (WebSocket and CORS), comma separated; others get 403'),
+  // A browser's Origin is scheme://host[:port] exactly: an entry with a path or a trailing slash would never match.
+  ALLOWED_ORIGINS: defaulted(commaList().refine((items) => items.every(isOrigin), 'expected a comma list of origins such as https://app.example.com (scheme, host and port only: no path, no trailing slash)'),
+    '', 'browser Origins allowed (WebSocket and CORS), comma separated; others get 403'),
   ALLOWED_HOSTS: defaulted(commaList(), '', 'extra Host names accepted while bound to loopback (DNS-rebinding guard)'),
   ALLOW_BYPASS_PERMISSIONS: defaulted(flag(), 'false', 'whether clients may use `permission_mode` `bypassPermissions`'),
   CLAUDE_LAUNCHER: optional(z.string().min(1), '(none)',

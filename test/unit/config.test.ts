@@ -197,6 +197,13 @@ describe('loadConfig', () => {
     assert.equal(loadConfig({ REDIS_PREFIX: 'team-a:cgw:' }).redisPrefix, 'team-a:cgw:')
   })
 
+  it('refuses ALLOWED_ORIGINS entries a browser\'s Origin can never equal (a path, a trailing slash, upper case, a default port)', () => {
+    for (const bad of ['https://app.example.com/', 'https://app.example.com/app', 'HTTPS://App.example.com', 'https://app.example.com:443', 'app.example.com', 'null']) {
+      assert.match(configError(() => loadConfig({ ALLOWED_ORIGINS: `http://localhost:3000, ${bad}` })), /ALLOWED_ORIGINS: expected a comma list of origins/, bad)
+    }
+    assert.deepEqual(loadConfig({ ALLOWED_ORIGINS: 'https://app.example.com, http://localhost:3000' }).allowedOrigins, ['https://app.example.com', 'http://localhost:3000'])
+  })
+
   it('refuses a JWT_PUBLIC_KEY the JWT authenticator cannot use, and accepts exactly those it can', async () => {
     // Before, an unusable key passed loadConfig and ended the process with an unhandled rejection
     // once the app had built its JwtAuthenticator.
