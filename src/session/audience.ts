@@ -70,10 +70,8 @@ export interface Attachment {
   order: number
   /** Live frames that arrived while this client was being replayed to; null once live. */
   backlog: LogEvent[] | null
-  /** UTF-8 bytes of the frames in `backlog` from `backlogNext` on: held and not yet sent. */
+  /** UTF-8 bytes of the frames in `backlog`: held and not yet sent. */
   backlogBytes: number
-  /** Index in `backlog` of the first frame the replay has not reached yet. */
-  backlogNext: number
   /** Set when the session ended the client as a slow consumer: its backlog is dropped and no longer grows. */
   ended: boolean
   /** Set once its hello is sent: notices for every client skip it before (hello states the same). */
@@ -108,7 +106,7 @@ export class Audience {
 
   /** Registers a client; it collects live frames in its backlog until its attach ends. */
   add (port: ClientPort, requested: Role): Attachment {
-    const att: Attachment = { port, requested, order: ++this.#attachCount, backlog: [], backlogBytes: 0, backlogNext: 0, ended: false, greeted: false }
+    const att: Attachment = { port, requested, order: ++this.#attachCount, backlog: [], backlogBytes: 0, ended: false, greeted: false }
     this.#clients.set(port, att)
     return att
   }
@@ -203,7 +201,6 @@ export class Audience {
     att.ended = true
     backlog.length = 0
     att.backlogBytes = 0
-    att.backlogNext = 0
     port.end('slow_consumer', SLOW_CONSUMER)
   }
 
@@ -215,20 +212,6 @@ export class Audience {
     const msg = JSON.parse(event.frame) as Record<string, unknown>
     if (msg.type !== 'control_request') return event.frame
     return pendingNotice(event.seq, String(msg.request_id), isRecord(msg.request) ? msg.request : {})
-  }
-
-  /**
-   * The replay is sending the held frame `seq`: held frames up to it are sent
-   * now, and no longer count against the budget (the connection's own
-   * buffer counts them from here).
-   */
-  release (att: Attachment, seq: number): void {
-    const backlog = att.backlog
-    if (backlog === null) return
-    for (let next = backlog[att.backlogNext]; next !== undefined && next.seq <= seq; next = backlog[att.backlogNext]) {
-      att.backlogBytes -= Buffer.byteLength(next.frame)
-      att.backlogNext++
-    }
   }
 
   /** Every attached client. */

@@ -113,15 +113,15 @@ export async function replay (att: Attachment, from: number, upTo: number, parts
     if (audience.holder !== att) noticedUpTo = cursor
   }
   if (cursor < upTo) audience.send(port, gapFrame(cursor + 1, upTo))
-  // Live frames held during the replay go out the same way; more may be held while it waits.
+  // The live frames held during the replay go to the client's send queue in one go, and it is live
+  // in the same tick. Waiting for the socket between them (as for history pages) would let a
+  // running burst keep the client in this held mode for as long as it lasts, its budget counting
+  // every frame in flight: a reader that keeps up would be ended as a slow consumer. The queue
+  // applies the same budget to them as to any live frame.
   const backlog = att.backlog ?? []
   for (let i = 0; i < backlog.length && audience.has(port); i++) {
     const event = backlog[i] as LogEvent
-    if (event.seq <= upTo) continue
-    audience.release(att, event.seq)
-    audience.send(port, audience.render(event, att), event.seq)
-    const drained = port.writable?.() ?? null
-    if (drained !== null) await drained
+    if (event.seq > upTo) audience.send(port, audience.render(event, att), event.seq)
   }
   att.backlog = null
   return noticedUpTo
