@@ -267,10 +267,12 @@ export class Transcript {
     if (turns !== undefined) parts.push(`${turns} turn${turns === 1 ? '' : 's'}`)
     const cost = num(f.total_cost_usd)
     if (cost !== undefined) parts.push(`$${cost.toFixed(4)}`)
-    const failed = f.is_error === true
+    // CLI 2.1.332 says an interrupt ended the turn in `terminal_reason` (aborted_streaming, aborted_tools, …).
+    const interrupted = str(f.terminal_reason)?.startsWith('aborted') === true
+    const failed = f.is_error === true && !interrupted
     const why = failed ? (f.subtype === 'success' ? str(f.result) ?? 'error' : RESULT_ERRORS[String(f.subtype)] ?? String(f.subtype).replace(/_/g, ' ')) : null
     this.#append(h('div', { class: `note note-${failed ? 'error' : 'done'}`, testid: 'msg-result' },
-      failed ? `Turn ended with an error: ${why ?? ''}` : 'Turn finished', parts.length > 0 ? ` · ${parts.join(' · ')}` : ''))
+      interrupted ? 'Turn interrupted' : failed ? `Turn ended with an error: ${why ?? ''}` : 'Turn finished', parts.length > 0 ? ` · ${parts.join(' · ')}` : ''))
   }
 
   #system (f: Json): void {

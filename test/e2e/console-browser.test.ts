@@ -45,14 +45,17 @@ let browser: Browser
 let redis: RedisServer
 let e: E2e
 let redisDir: string
+let consoleDir: string
 
 before(async () => {
-  await buildConsole()
+  // Its own build, apart from dist/console (which `npm run demo`'s test may be building meanwhile).
+  consoleDir = mkdtempSync(join(tmpdir(), 'cgw-console-build-'))
+  await buildConsole({ outDir: consoleDir })
   redisDir = mkdtempSync(join(tmpdir(), 'cgw-console-redis-'))
   // Kept on disk, so stopping it is an outage, not a loss of data.
   redis = await startRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', redisDir] })
   const mock = await startMockAnthropic({ handler: (body) => demoModel(body) })
-  e = await startE2e({ mock, env: { REDIS_URL: redis.url, REDIS_PREFIX: `cgw-console-${process.pid}:` } })
+  e = await startE2e({ mock, consoleDir, env: { REDIS_URL: redis.url, REDIS_PREFIX: `cgw-console-${process.pid}:` } })
   browser = await chromium.launch({
     executablePath: chromiumPath(),
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
@@ -65,7 +68,7 @@ after(async () => {
   await e?.mock.close()
   await closeAll()
   await redis?.kill()
-  if (redisDir !== undefined) rmSync(redisDir, { recursive: true, force: true })
+  for (const dir of [redisDir, consoleDir]) if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
 })
 
 async function shot (page: Page, name: string): Promise<void> {
@@ -151,6 +154,7 @@ test('the console in Chromium: a whole session, a reload, an observer tab and a 
   await prompt(page, 'tell a long story')
   await page.getByTestId('msg-assistant').filter({ hasText: 'Line 3 of a long story' }).waitFor({ timeout: STEP_MS })
   await page.getByTestId('interrupt').click()
+  await page.getByTestId('msg-result').filter({ hasText: 'Turn interrupted' }).waitFor({ timeout: STEP_MS })
   await page.getByTestId('session-state').filter({ hasText: /idle/i }).waitFor({ timeout: STEP_MS })
   await eventually(async () => (await history(id)).some((f) => isCli('result')(f) && f.subtype === 'error_during_execution'), STEP_MS, 'an interrupted result')
   const story = (await history(id)).filter(isCli('assistant')).map((f) => JSON.stringify(f.message.content)).join('')

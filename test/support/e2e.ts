@@ -55,6 +55,8 @@ export interface E2eOptions {
   scratch?: Scratch
   /** Shared stand-in; default: a fresh one, closed on close. */
   mock?: MockAnthropic
+  /** The built web console the gateway serves (default: dist/console). */
+  consoleDir?: string
   /** Changes the environment the CLI's is taken from (credentials, API address); default: the offline stand-in's. */
   cliEnv?: (env: NodeJS.ProcessEnv) => NodeJS.ProcessEnv
   /** Gateway configuration overrides (environment-style), e.g. REDIS_URL / REDIS_PREFIX. */
@@ -112,7 +114,10 @@ export async function startE2e (options: E2eOptions = {}): Promise<E2e> {
         SANDBOX: 'bwrap', // as in production: the real CLI reaches the stand-in only through the egress proxy
         ...options.env
       },
-      parts: { env: (options.cliEnv ?? ((env) => env))(claudeEnv({ home: scratch.home, baseUrl: mock.url, sdk: false })) }
+      parts: {
+        env: (options.cliEnv ?? ((env) => env))(claudeEnv({ home: scratch.home, baseUrl: mock.url, sdk: false })),
+        ...(options.consoleDir === undefined ? {} : { consoleDir: options.consoleDir })
+      }
     })
   } catch (err) {
     if (options.mock === undefined) await mock?.close()
