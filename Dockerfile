@@ -9,8 +9,8 @@ RUN npm ci
 COPY tsconfig.json ./
 COPY config ./config
 COPY src ./src
-# The web console (src/console, bundled by esbuild into dist/console).
-COPY scripts/build-console.mjs ./scripts/build-console.mjs
+# `npm run build`: tsc, and the web console (src/console, bundled by esbuild into dist/console).
+COPY scripts/build-if-stale.mjs scripts/build-console.mjs ./scripts/
 RUN npm run build && npm prune --omit=dev
 
 FROM node:22-bookworm-slim

@@ -18,6 +18,9 @@
  * build script or package-lock.json newer than dist/console/index.html (the
  * build writes it last), or no index.html, rebuilds the console. tsc does not
  * compile src/console, so an edit there does not rerun tsc.
+ *
+ * `--force` (what `npm run build` runs) builds both whatever their age, and
+ * a console that fails to build fails it.
  */
 import { execFileSync } from 'node:child_process'
 import { readdirSync, statSync, writeFileSync } from 'node:fs'
@@ -90,21 +93,26 @@ function newerIn (dir, than, skip = new Set()) {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const root = join(dirname(fileURLToPath(import.meta.url)), '..')
-  const stale = staleSource(root)
+  // `npm run build` passes --force: build both, and leave the marker so the next `npm start` builds nothing.
+  const force = process.argv.includes('--force')
+  const marker = join(root, 'dist', '.built')
+  const stale = force ? marker : staleSource(root)
   if (stale !== null) {
-    process.stderr.write(`building dist/ (${stale.slice(root.length + 1)} is newer than the last build)\n`)
+    const why = force ? 'npm run build' : stale === marker ? 'no build yet' : `${stale.slice(root.length + 1)} is newer than the last build`
+    process.stderr.write(`building dist/ (${why})\n`)
     execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.json')], { cwd: root, stdio: 'inherit' })
     // Written after tsc succeeded (it throws otherwise), whatever tsc chose to rewrite.
-    writeFileSync(join(root, 'dist', '.built'), `${new Date().toISOString()}\n`)
+    writeFileSync(marker, `${new Date().toISOString()}\n`)
   }
-  const staleConsole = staleConsoleSource(root)
+  const staleConsole = force ? join(root, 'src', 'console') : staleConsoleSource(root)
   if (staleConsole !== null) {
-    process.stderr.write(`building dist/console (${staleConsole.slice(root.length + 1)} is newer than the last build)\n`)
+    process.stderr.write(`building dist/console (${force ? 'npm run build' : `${staleConsole.slice(root.length + 1)} is newer than the last build`})\n`)
     // Not fatal: the API runs without it (`/` answers 503), e.g. where dev dependencies (esbuild) were pruned.
     try {
       const { buildConsole } = await import('./build-console.mjs')
       await buildConsole({ root })
     } catch (err) {
+      if (force) throw err // `npm run build` (the image's build) must not ship without it
       process.stderr.write(`the web console was not built: ${err instanceof Error ? err.message : String(err)}\n`)
     }
   }
