@@ -1,7 +1,8 @@
 /**
  * What a node learns from the frames of a session it follows but does not
  * own (appended by another node, read back from the store): the observer
- * rendering of a CLI control request, status changes, and the CLI's init. Only frames that
+ * rendering of a CLI control request, status changes, the CLI's init, and the
+ * uuids of the messages written to the CLI. Only frames that
  * can be one of these are parsed; the text check is a cheap pre-filter.
  */
 import type { StoredEvent } from '../store/store.js'
@@ -28,6 +29,17 @@ export function isInit (event: StoredEvent): boolean {
   if (!event.frame.includes('"init"')) return false
   const parsed = parse(event.frame)
   return parsed?.type === 'system' && parsed.subtype === 'init'
+}
+
+/**
+ * The `uuid` of a recorded `user_message` (a message the owner wrote to the
+ * CLI), else null: a node that takes the session over must not write it again
+ * when the client's unconfirmed copy is handled there.
+ */
+export function askedUuid (event: StoredEvent): string | null {
+  if (!event.frame.includes('"user_message"')) return null
+  const parsed = parse(event.frame)
+  return parsed?.type === 'gateway' && parsed.subtype === 'user_message' && typeof parsed.uuid === 'string' ? parsed.uuid : null
 }
 
 function parse (frame: string): Record<string, unknown> | null {

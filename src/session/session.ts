@@ -34,7 +34,7 @@ import type { SessionDeps as BaseDeps } from './session-deps.js'
 import { sessionView } from './session-view.js'
 import { isRecord } from '../protocol/is-record.js'
 import { errorFrame, gatewayFrame, pendingNotice, withSeq } from './frames.js'
-import { isInit, observerFrameOf, statusOf } from './followed-frames.js'
+import { askedUuid, isInit, observerFrameOf, statusOf } from './followed-frames.js'
 
 export type { ClientPort, EndReason, Role } from './audience.js'
 export type { AnswerInput, AnswerResult } from '../control/control-effects.js'
@@ -208,6 +208,10 @@ export class Session {
       if (isRecord(status.exit)) this.#record.exit = status.exit as unknown as SessionRecord['exit']
     }
     if (isInit(e)) this.#record.resumable = true
+    // A message the last owner wrote to the CLI: its copy a client resends (or that the owner
+    // never confirmed before it died) reaches the CLI no second time when handled here.
+    const uuid = askedUuid(e)
+    if (uuid !== null) this.#seenUuids.seen(uuid)
     return observerFrameOf(e)
   }
 

@@ -11,6 +11,7 @@
  * three-master Redis Cluster (skipped, saying why, without redis-cli).
  */
 import assert from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import { Cluster, Redis } from 'ioredis'
 import { type Frame, isError, isHello, isPrompt, isResult, isStatus } from '../support/frames.js'
@@ -50,6 +51,17 @@ async function storedLog (nodes: GatewayNodes, sessionId: string): Promise<Frame
   try {
     const entries = await redis.xrange(`${nodes.prefix}{${sessionId}}:events`, '-', '+')
     return entries.map(([id, fields]) => ({ id, ...JSON.parse(fields[1] as string) }))
+  } finally {
+    redis.disconnect()
+  }
+}
+
+/** Whether any node holds the session's lease in Redis. */
+async function leaseHeld (nodes: GatewayNodes, sessionId: string): Promise<boolean> {
+  const url = new URL(nodes.redisUrl)
+  const redis = nodes.cluster ? new Cluster([{ host: url.hostname, port: Number(url.port) }]) : new Redis(nodes.redisUrl)
+  try {
+    return await redis.exists(`${nodes.prefix}{${sessionId}}:lease`) === 1
   } finally {
     redis.disconnect()
   }
@@ -277,6 +289,37 @@ for (const backend of BACKENDS) {
         a.child.kill('SIGCONT')
       }
       assertContiguous(await storedLog(cluster, created.id))
+    })
+
+    it('a message the old owner already ran, sent again with its uuid after the session moved, does not run twice', async () => {
+      const [, a, b] = cluster.nodes as [unknown, typeof cluster.nodes[0], typeof cluster.nodes[0]]
+      const created = await a.create()
+      const onB = await b.connect(created.id, 'after=0')
+      await onB.waitFor(isHello)
+      await onB.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller')
+      const once = { type: 'user', uuid: randomUUID(), message: { role: 'user', content: 'echo run me once' } }
+      onB.send(once)
+      await onB.waitFor(isResult)
+      a.child.kill('SIGSTOP')
+      try {
+        await onB.waitFor(isLost, 20_000)
+      } finally {
+        a.child.kill('SIGCONT')
+      }
+      // Once the node that recorded the loss has let the lease go (a message sent before that is
+      // refused or can go unanswered: see the closing note of this change), as a client does when
+      // it cannot tell whether its message arrived: the same uuid again, now handled on B, which
+      // learnt the uuid from the user_message A recorded.
+      await eventually(async () => !(await leaseHeld(cluster, created.id)), 10_000, 'the lease released after the loss was recorded')
+      const from = onB.frames.length
+      onB.send(once)
+      onB.sendUser('echo after the move')
+      const result = await onB.waitFor(isResult, 20_000, from)
+      assert.equal(result.result, 'Echo: echo after the move')
+      const asked = (await storedLog(cluster, created.id)).filter((f) => f.type === 'gateway' && f.subtype === 'user_message')
+      assert.deepEqual(asked.map((f) => f.message.content), ['echo run me once', 'echo after the move'])
+      assert.equal(asked[0]?.uuid, once.uuid)
+      assert.deepEqual(onB.frames.slice(from).filter(isResult).map((f) => f.result), ['Echo: echo after the move'], 'one turn ran on B')
     })
 
     it('an owner frozen past its lease (SIGSTOP) and then continued cannot append, and its clients are told to reconnect', async () => {
