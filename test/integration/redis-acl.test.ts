@@ -15,7 +15,8 @@ import { fileURLToPath } from 'node:url'
 import { after, before, describe, it } from 'node:test'
 import { RedisStore } from '../../src/store/redis.js'
 import { type RedisServer, redisCommand, startRedisServer } from '../support/redis-server.js'
-import { events, session, waitFor } from '../support/store-contract.js'
+import { events, session } from '../support/store-contract.js'
+import { eventually } from '../support/waiters.js'
 
 const ACL_TEMPLATE = fileURLToPath(new URL('../../docker/redis/users.acl', import.meta.url))
 
@@ -79,7 +80,7 @@ describe('Redis ACL of docker/compose.yaml', () => {
     await store.append(id, events(1501, 1502))
     assert.deepEqual(await store.listLive().then((l) => l.map((r) => r.id)), [older.id])
     await store.putSession({ ...older, status: 'running' }) // PERSIST path
-    await waitFor(async () => await store.getSession(id) === null && (await store.read(id, 0, 10)).length === 0, 10_000, 'the stopped session to expire')
+    await eventually(async () => await store.getSession(id) === null && (await store.read(id, 0, 10)).length === 0, 10_000, 'the stopped session to expire')
     assert.deepEqual(await store.getSession(older.id), { ...older, status: 'running' })
 
     // Leases and fenced writes (INCR, HSET, HGET, HDEL, PEXPIRE in scripts; HGETALL, PTTL in MULTI).
@@ -99,9 +100,9 @@ describe('Redis ACL of docker/compose.yaml', () => {
     // Following a session live (SUBSCRIBE on cgw: channels, SET PX of the flag; PUBLISH and EXISTS in the append script).
     const seen: number[] = []
     const unfollow = store.feed.follow(leased, 0, (batch) => { for (const e of batch) seen.push(e.seq) })
-    await waitFor(async () => seen.length === 2, 10_000, 'the stored events through the feed')
+    await eventually(async () => seen.length === 2, 10_000, 'the stored events through the feed')
     await store.append(leased, events(3, 4))
-    await waitFor(async () => seen.length === 4, 10_000, 'the appended events through the feed')
+    await eventually(async () => seen.length === 4, 10_000, 'the appended events through the feed')
     assert.deepEqual(seen, [1, 2, 3, 4])
     unfollow()
 
@@ -109,7 +110,7 @@ describe('Redis ACL of docker/compose.yaml', () => {
     const inbox: string[] = []
     await store.bus.start('node-acl', (m) => { inbox.push(m) })
     await store.bus.send('node-acl', 'hello')
-    await waitFor(async () => inbox.length === 1, 10_000, 'the message through the inbox')
+    await eventually(async () => inbox.length === 1, 10_000, 'the message through the inbox')
     await store.reportNode({ node: 'node-acl', running: 1, max: 2, at: Date.now() }, 10_000)
     assert.deepEqual((await store.listNodes()).map((n) => n.node), ['node-acl'])
     await store.forgetNode('node-acl')

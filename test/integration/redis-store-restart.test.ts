@@ -9,7 +9,8 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { RedisStore } from '../../src/store/redis.js'
 import { type RedisServer, startRedisServer } from '../support/redis-server.js'
-import { DEFAULT_RETENTION, events, session, waitFor } from '../support/store-contract.js'
+import { DEFAULT_RETENTION, events, session } from '../support/store-contract.js'
+import { eventually } from '../support/waiters.js'
 
 /** The longest any call may take while Redis is down (typically about 1 s; commandTimeoutMs, 2000 by default, is the hard bound). */
 const REJECT_BOUND_MS = 2500
@@ -57,19 +58,19 @@ describe('RedisStore across a Redis restart', () => {
     })()
 
     const count = (p: typeof phase, ok: boolean): number => outcomes.filter((o) => o.phase === p && o.ok === ok).length
-    await waitFor(async () => count('up', true) >= 20, 10_000, 'appends before the outage')
+    await eventually(async () => count('up', true) >= 20, 10_000, 'appends before the outage')
 
     phase = 'stopping'
     await server.stop()
     phase = 'down'
-    await waitFor(async () => count('down', false) >= 3, 15_000, 'appends to fail during the outage')
+    await eventually(async () => count('down', false) >= 3, 15_000, 'appends to fail during the outage')
     await assert.rejects(store.ping())
     assert.notEqual(store.status, 'ready')
 
     phase = 'starting'
     await server.start()
     phase = 'back'
-    await waitFor(async () => count('back', true) >= 20, 15_000, 'appends to succeed after the restart')
+    await eventually(async () => count('back', true) >= 20, 15_000, 'appends to succeed after the restart')
     stopped = true
     await writer
 
@@ -109,7 +110,7 @@ describe('RedisStore across a Redis restart', () => {
     } finally {
       await server.start()
     }
-    await waitFor(async () => await store.ping().then(() => true, () => false), 10_000, 'reconnect')
+    await eventually(async () => await store.ping().then(() => true, () => false), 10_000, 'reconnect')
     await store.append('s2', events(1, 3))
     assert.deepEqual(await store.read('s2', 0, 10), events(1, 3))
   })

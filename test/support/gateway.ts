@@ -20,6 +20,10 @@ import { type AppParts, buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { Waiters } from './waiters.js'
 
+import { eventually } from './waiters.js'
+
+export { eventually }
+
 export const FAKE_CLI = fileURLToPath(new URL('../fixtures/fake-claude.mjs', import.meta.url))
 export const TOKEN_A = 'token-tenant-a-0123456789'
 export const TOKEN_B = 'token-tenant-b-0123456789'
@@ -250,17 +254,6 @@ export class TestClient {
 
   terminate (): void {
     this.ws.terminate()
-  }
-}
-
-/** Polls `check` on a short interval until it holds (for state outside any event stream, e.g. the process table). */
-export async function eventually<T> (check: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await check()
-    if (value !== undefined && value !== false) return value
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 25))
   }
 }
 

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, afterEach, describe, it } from 'node:test'
 import type { EventStore, RetentionOptions, SessionRecord, SessionStatus, StoredEvent } from '../../src/store/store.js'
+import { eventually } from './waiters.js'
 
 export interface StoreHandle {
   store: EventStore
@@ -397,7 +398,7 @@ export function storeContract (
       await store.append('late', events(1, 2))
 
       assert.equal((await store.getSession('gone'))?.status, 'exited')
-      await waitFor(async () => await store.getSession('gone') === null && await store.getSession('late') === null, 10_000, 'ended sessions to expire')
+      await eventually(async () => await store.getSession('gone') === null && await store.getSession('late') === null, 10_000, 'ended sessions to expire')
       assert.deepEqual(await store.read('gone', 0, 100), [])
       assert.equal(await store.firstSeq('gone'), null)
       assert.deepEqual(await store.read('late', 0, 100), [])
@@ -418,7 +419,7 @@ export function storeContract (
       // There is no event to wait for; a second expiring store shows time has passed.
       const witness = await make({ ttlSecondsAfterEnd: 1 })
       await witness.putSession(session({ id: 'w', status: 'exited' }))
-      await waitFor(async () => await witness.getSession('w') === null, 10_000, 'witness to expire')
+      await eventually(async () => await witness.getSession('w') === null, 10_000, 'witness to expire')
       assert.equal((await store.getSession('e'))?.status, 'exited')
       assert.deepEqual(await store.read('e', 0, 10), events(1, 2))
     })
@@ -438,7 +439,7 @@ export function storeContract (
         await assert.rejects(store.saveConversation('s', Buffer.from('stale\n'), lease), (err: Error) => err.name === 'FencedError')
         assert.deepEqual(await store.loadConversation('s'), bytes)
         await store.putSession(session({ id: 's', status: 'stopped' }), taken)
-        await waitFor(async () => await store.loadConversation('s') === null, 10_000, 'the conversation to expire with its session')
+        await eventually(async () => await store.loadConversation('s') === null, 10_000, 'the conversation to expire with its session')
       })
 
       it('claims a key once until its TTL; keeps node loads until theirs', async () => {
@@ -446,11 +447,11 @@ export function storeContract (
         assert.equal(await store.claimOnce('ticket:a', 150), true)
         assert.equal(await store.claimOnce('ticket:a', 150), false)
         assert.equal(await store.claimOnce('ticket:b', 150), true, 'keys are independent')
-        await waitFor(async () => await store.claimOnce('ticket:a', 10_000), 5000, 'the claim to lapse')
+        await eventually(async () => await store.claimOnce('ticket:a', 10_000), 5000, 'the claim to lapse')
         await store.reportNode({ node: 'n1', running: 1, max: 4, at: Date.now() }, 10_000)
         await store.reportNode({ node: 'n2', running: 0, max: 4, at: Date.now() }, 150)
         assert.deepEqual((await store.listNodes()).map((n) => n.node).sort(), ['n1', 'n2'])
-        await waitFor(async () => (await store.listNodes()).length === 1, 5000, 'the short report to lapse')
+        await eventually(async () => (await store.listNodes()).length === 1, 5000, 'the short report to lapse')
         assert.deepEqual((await store.listNodes()).map(({ node, running, max }) => ({ node, running, max })), [{ node: 'n1', running: 1, max: 4 }])
         await store.forgetNode('n1')
         assert.deepEqual(await store.listNodes(), [])
@@ -506,13 +507,13 @@ export function storeContract (
         const store = await make()
         const a = await store.leases.acquire('s', 'node-a', 150)
         assert.ok(a !== null)
-        await waitFor(async () => await store.leases.holder('s') === null, 5000, 'the lease to lapse')
+        await eventually(async () => await store.leases.holder('s') === null, 5000, 'the lease to lapse')
         await assert.rejects(store.append('s', events(1, 1), a), (err: Error) => err.name === 'FencedError', 'a lapsed lease writes nothing')
         assert.equal(await store.leases.renew(a, 10_000), true, 'nobody acquired it meanwhile: taken back')
         await store.append('s', events(1, 1), a)
         const short = await store.leases.acquire('t', 'node-a', 150)
         assert.ok(short !== null)
-        await waitFor(async () => await store.leases.holder('t') === null, 5000, 'the lease to lapse')
+        await eventually(async () => await store.leases.holder('t') === null, 5000, 'the lease to lapse')
         const b = await store.leases.acquire('t', 'node-b', 10_000)
         assert.ok(b !== null)
         await store.leases.release(b)
@@ -557,15 +558,6 @@ export function session (overrides: Partial<SessionRecord> & { id: string }): Se
     resumable: false,
     exit: null,
     ...overrides
-  }
-}
-
-/** Polls `check` until it is true, failing after `timeoutMs`. */
-export async function waitFor (check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
   }
 }
 

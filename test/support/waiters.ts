@@ -30,3 +30,14 @@ export class Waiters {
     })
   }
 }
+
+/** Polls `check` on a short interval until it holds (for state outside any event stream: the process table, a key's TTL). */
+export async function eventually<T> (check: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await check()
+    if (value !== undefined && value !== false) return value
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}

@@ -17,7 +17,8 @@ import { RedisStore } from '../../src/store/redis.js'
 import type { RetentionOptions } from '../../src/store/store.js'
 import { type RedisCluster, redisClusterMissing, startRedisCluster } from '../support/redis-cluster.js'
 import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
-import { DEFAULT_RETENTION, events, session, storeContract, waitFor } from '../support/store-contract.js'
+import { DEFAULT_RETENTION, events, session, storeContract } from '../support/store-contract.js'
+import { eventually } from '../support/waiters.js'
 
 
 storeContract('memory', async (retention) => {
@@ -105,7 +106,7 @@ describe('RedisStore specifics', () => {
     await store.putSession(session({ id: 'old', tenant: 't', status: 'exited', created_at: '2025-01-01T00:00:00.000Z' }))
     await store.putSession(session({ id: 'new', tenant: 't', status: 'running', created_at: '2025-01-02T00:00:00.000Z' }))
     const index = `${prefix}tenant:t:sessions`
-    await waitFor(async () => await store.getSession('old') === null, 10_000, 'old to expire')
+    await eventually(async () => await store.getSession('old') === null, 10_000, 'old to expire')
     assert.deepEqual(await redisCommand(REDIS_URL, ['ZRANGE', index, 0, -1]), ['old', 'new'])
     const page = await store.listSessions('t', { limit: 1 })
     assert.deepEqual(page.sessions.map((r) => r.id), ['new'])
