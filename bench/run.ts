@@ -311,7 +311,7 @@ async function scenarioScaling (): Promise<void> {
   if (opts.memoryStore) { notes.push('The scaling curve does not run with --memory-store.'); return }
   const { mode: bestStore, measured } = storeMode()
   if (!measured) notes.push(`The scaling curve's relay + store used the ${bestStore} mode: the saturation test, which picks the faster mode, did not run.`)
-  const cells = await runScaling(sizes.scaling, bestStore)
+  const cells = await runScaling(sizes.scaling, bestStore, opts.profile !== null ? { dir: PROFILE_DIR, kind: opts.profile } : null)
   scalingCells = cells
   raw.scaling = { sizes: sizes.scaling, store: bestStore, cells }
   const c = cells.find((x) => x.sessions === 100 && x.rate === 100 && x.clients === 1)

@@ -66,6 +66,8 @@ interface Target {
   pid: number
   ids: string[]
   token?: string
+  /** Starts (label) or ends (null) a profiling window of the side's process (the gateway's, with --profile). */
+  profile?: (label: string | null) => Promise<void>
   rss: () => Promise<number>
   emptyRss: number
 }
@@ -86,7 +88,7 @@ async function createSessions (gw: Gateway, n: number): Promise<string[]> {
 }
 
 /** Runs every cell of the curve; `store` is the relay's faster store mode (measured by the caller). */
-export async function runScaling (sizes: ScalingSizes, store: Exclude<RelayStore, 'none'>): Promise<Cell[]> {
+export async function runScaling (sizes: ScalingSizes, store: Exclude<RelayStore, 'none'>, profile: { dir: string, kind: 'cpu' | 'heap' | 'heap-survivors' } | null = null): Promise<Cell[]> {
   const cells: Cell[] = []
   const rpid = await redisPid()
   // Processes with no session: what each costs before its first session.
@@ -100,7 +102,7 @@ export async function runScaling (sizes: ScalingSizes, store: Exclude<RelayStore
     const gen = await startMultiGen()
     const relay = await startRelay('none', { sessions: n, cli: gen.cli })
     const stored = await startRelay(store, { sessions: n, cli: gen.cli })
-    const gw = await startGateway({ claudeBin: gen.cli, env: { MAX_SESSIONS: String(n + 20), MAX_SESSIONS_PER_TENANT: String(n + 20) } })
+    const gw = await startGateway({ claudeBin: gen.cli, profileDir: profile?.dir, profileKind: profile?.kind, env: { MAX_SESSIONS: String(n + 20), MAX_SESSIONS_PER_TENANT: String(n + 20) } })
     try {
       const gwEmpty = (await gw.stats()).proc_rss
       const ids = await createSessions(gw, n)
@@ -108,7 +110,7 @@ export async function runScaling (sizes: ScalingSizes, store: Exclude<RelayStore
       const targets: Target[] = [
         { name: 'relay', ws: relay.ws, pid: relay.pid, ids: relayIds, rss: async () => (await relay.stats()).rss, emptyRss: empties.none as number },
         { name: 'store', ws: stored.ws, pid: stored.pid, ids: relayIds, rss: async () => (await stored.stats()).rss, emptyRss: empties[store] as number },
-        { name: 'gateway', ws: gw.ws, pid: gw.pid, ids, token: TOKEN, rss: async () => (await gw.stats()).proc_rss, emptyRss: gwEmpty }
+        { name: 'gateway', ws: gw.ws, pid: gw.pid, ids, token: TOKEN, profile: async (label) => { await gw.profile(label) }, rss: async () => (await gw.stats()).proc_rss, emptyRss: gwEmpty }
       ]
       for (const rate of sizes.rates) {
         for (const clients of sizes.clients) {
@@ -161,6 +163,9 @@ async function runCell (sizes: ScalingSizes, targets: Target[], n: number, rate:
       const load1 = loadavg()[0] as number
       const cpu0 = procCpuMs(t.pid)
       const r0 = rpid === null ? 0 : procCpuMs(rpid)
+      // Measured turns only; the profiling window's own cost lands outside the CPU reading above.
+      const profiled = turn > 0 && t.profile !== undefined
+      if (profiled) await t.profile?.(`scaling-${n}x${rate}x${clients}-${turn}`)
       p.command('go')
       // The next turn's `ready` ends this one; after the last turn the result does.
       if (turn < turns.length - 1) {
@@ -170,6 +175,7 @@ async function runCell (sizes: ScalingSizes, targets: Target[], n: number, rate:
         if (err !== null && err !== undefined) { fail(i, err); continue }
       }
       if (turn > 0) sides[t.name].cpu.push({ cpu: procCpuMs(t.pid) - cpu0, rcpu: rpid === null ? null : procCpuMs(rpid) - r0, load1 })
+      if (profiled) await t.profile?.(null)
     }
   }
   for (let i = 0; i < targets.length; i++) {

@@ -58,6 +58,7 @@
  */
 import { isIP } from 'node:net'
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis'
+import { AppendGate } from './append-gate.js'
 import {
   type EventFeed, type EventStore, type Lease, type NodeBus, type NodeLoad, type ListOptions, type RetentionOptions, type SessionPage,
   type RawEvent, type SessionRecord, type StoredEvent, FencedError, decodeCursor, encodeCursor, isFinal
@@ -117,6 +118,8 @@ export class RedisStore implements EventStore {
   /** Set at the first `ready`: later ones follow a lost connection. */
   #everReady = false
   readonly leases: RedisLeases
+  /** Clocks appends of all sessions by the round trip (append-gate.ts); none on a Cluster, whose keys spread over several connections. */
+  readonly #gate: AppendGate | null
   #feed: RedisFeed | null = null
   #bus: RedisBus | null = null
 
@@ -162,6 +165,8 @@ export class RedisStore implements EventStore {
     this.#client.defineCommand(LEASE_ACQUIRE_COMMAND, { numberOfKeys: 2, lua: LEASE_ACQUIRE_SCRIPT })
     this.#client.defineCommand(LEASE_RENEW_COMMAND, { numberOfKeys: 2, lua: LEASE_RENEW_SCRIPT })
     this.#client.defineCommand(LEASE_RELEASE_COMMAND, { numberOfKeys: 1, lua: LEASE_RELEASE_SCRIPT })
+    const client = this.#client
+    this.#gate = client instanceof Cluster ? null : new AppendGate(() => client.stream ?? null)
     this.leases = new RedisLeases({ client: this.#client, keys: { lease: (id) => this.#lease(id), epoch: (id) => this.#epoch(id) } })
     // ioredis emits `ready` after every (re)connection; a Cluster once all its nodes answer.
     if (this.#client.status === 'ready') this.#everReady = true
@@ -255,7 +260,7 @@ export class RedisStore implements EventStore {
     if (args.length > 4) chunks.push(args)
     // The TTL check runs once, after the last event.
     if (ttl > 0) (chunks[chunks.length - 1] as Array<string | number>)[1] = '1'
-    try {
+    const write = async (): Promise<void> => {
       if (chunks.length === 1) {
         // By hash, so the script text is not sent (and hashed by Redis) every time.
         await (this.#client as unknown as Record<typeof APPEND_COMMAND, Append>)[APPEND_COMMAND](...keys, ...(chunks[0] as Array<string | number>))
@@ -268,6 +273,9 @@ export class RedisStore implements EventStore {
       const results = await pipeline.exec()
       if (results === null) throw new Error('redis pipeline was aborted')
       for (const [error] of results) if (error != null) throw error
+    }
+    try {
+      await (this.#gate === null ? write() : this.#gate.run(write))
     } catch (err) {
       throw fenced(sessionId, err)
     }
