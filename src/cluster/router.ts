@@ -246,11 +246,18 @@ export class ClusterRouter {
       case 'moved': {
         const local = this.#local.get(m.c)
         this.#local.delete(m.c)
+        if (m.i === undefined) {
+          // The reply to an attach (or its heartbeat): the frames sent after it still get their
+          // own replies (ack, or 'moved' with their id), so they stay unconfirmed until then
+          // (or until #resendUnconfirmed hands them back). Dropping them here lost them.
+          if (local !== undefined) this.#o.find(m.s)?.ownerMoved(local.port, [])
+          return
+        }
         // This frame and every later one of the client went to a node that does not own the
         // session: all of them are handled here again (later 'moved' replies find nothing left).
         const list = this.#unconfirmed.get(m.c) ?? []
         this.#unconfirmed.delete(m.c)
-        const from = m.i === undefined ? list.length : Math.max(0, list.findIndex((u) => u.id === m.i))
+        const from = Math.max(0, list.findIndex((u) => u.id === m.i))
         const again = list.slice(from)
         const port = again[0]?.port ?? local?.port
         if (port !== undefined && (again.length > 0 || local !== undefined)) this.#o.find(m.s)?.ownerMoved(port, again.map((u) => u.frame))

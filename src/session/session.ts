@@ -47,6 +47,12 @@ const UUID_MEMORY = 1000
 const INIT_SCAN = 100
 /** What an `unavailable` hello suggests waiting before the same resume is tried again. */
 const RETRY_AFTER_MS = 2000
+/**
+ * How often a frame that needs the CLI tries the lease again after it was
+ * refused and then nobody held it (its holder released it in between): each
+ * try follows a store round trip that showed the lease move, so a few suffice.
+ */
+const OWN_RETRIES = 3
 
 /** The hello's fields that detail its resume verdict. */
 function verdictFields (resume: ResumeVerdict, missing: SeqRange[]): Record<string, unknown> {
@@ -87,6 +93,8 @@ export class Session {
   #owning: Promise<boolean> | null = null
   /** Client frames that wait for `own` to settle, in arrival order. */
   #waiting: Array<{ port: ClientPort, frame: ClientFrame }> | null = null
+  /** How often each frame was tried here again after its owner turned out to be nobody (`#toOwner`). */
+  readonly #ownRetries = new WeakMap<ClientFrame, number>()
   /** Set once fenced: another node owns the session; this object is dropped. */
   #gone = false
   /** A conversation save running, and whether another is wanted after it (turns end faster than saves). */
@@ -300,8 +308,11 @@ export class Session {
   /**
    * A frame that needs the CLI, which another node runs: the client becomes
    * a client of that node's session (src/cluster/router.ts) and the frame
-   * goes there. Without other nodes, or with nobody holding the lease any
-   * more, it is refused (`session_elsewhere`).
+   * goes there. With nobody holding the lease any more, the node that held
+   * it released it after it refused this one (typically the node that just
+   * recorded the session `lost`): the frame is handled here again, so the
+   * CLI resumes here (or it goes to whoever took the lease meanwhile). Without
+   * other nodes, or after OWN_RETRIES such turns, it is refused (`session_elsewhere`).
    */
   async #toOwner (port: ClientPort, frame: ClientFrame): Promise<void> {
     const route = this.#deps.route
@@ -312,8 +323,21 @@ export class Session {
     } catch (err) {
       this.#log.warn({ err: (err as Error).message }, 'could not look up the session\'s owner')
     }
-    if (route === undefined || att === undefined || owner === null || owner === route.node || !this.#audience.has(port)) {
+    if (route === undefined || att === undefined || !this.#audience.has(port)) {
       this.#refuseElsewhere(port, frame)
+      return
+    }
+    if (owner === null || owner === route.node) {
+      const tries = this.#ownRetries.get(frame) ?? 0
+      if (tries >= OWN_RETRIES || this.#gone) {
+        if (!this.#gone) this.#log.warn({ tries }, 'the session lease was refused again and again while no other node held it; frame refused')
+        this.#refuseElsewhere(port, frame)
+        return
+      }
+      this.#ownRetries.set(frame, tries + 1)
+      // As if it had just arrived: behind any frame that came meanwhile, and along the same
+      // route if one of those was sent to a node that took the lease in between.
+      this.handleFrame(port, frame)
       return
     }
     route.attach(owner, this.id, port, att.requested)
