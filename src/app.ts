@@ -171,6 +171,8 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     workspaceRoot: config.workspaceRoot,
     maxSessions: config.maxSessions,
     maxSessionsPerTenant: config.maxSessionsPerTenant,
+    // Counted over every node that shares the store (the reports placement reads and writes).
+    tenants: placement,
     policy: new ControlPolicy({
       clientControlAllow: config.clientControlAllow,
       mcpServerTypes: config.clientMcpServerTypes,

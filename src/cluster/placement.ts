@@ -4,17 +4,23 @@
  * that), and a create this node cannot take is made, over the node bus, on
  * the least loaded node with room. A create is refused for lack of room
  * only when no node has any.
+ *
+ * The same reports carry each node's CLIs per tenant, so that
+ * MAX_SESSIONS_PER_TENANT counts the tenant's sessions on every node: a node
+ * reports again as soon as its own counts change, and reads the others' at
+ * each report and before each create (`refresh`). Two creates of one tenant
+ * on two nodes within one store round trip may still both pass.
  */
 import type { Logger } from 'pino'
 import { GatewayError } from '../errors.js'
-import type { EventStore } from '../store/store.js'
+import type { EventStore, NodeLoad } from '../store/store.js'
 
 export interface PlacementOptions {
   store: Pick<EventStore, 'reportNode' | 'listNodes' | 'forgetNode'>
   /** This node's NODE_ID. */
   node: string
-  /** How full this node is now. */
-  load: () => { running: number, max: number }
+  /** How full this node is now, and its CLIs per tenant. */
+  load: () => { running: number, max: number, tenants?: Record<string, number> }
   everyMs: number
   /** Creates a session on `node` (ClusterRouter.call), resolving with its snapshot. */
   createOn: (node: string, tenant: string, options: unknown) => Promise<Record<string, unknown>>
@@ -24,9 +30,40 @@ export interface PlacementOptions {
 export class Placement {
   readonly #o: PlacementOptions
   #timer: NodeJS.Timeout | null = null
+  /** The other live nodes as last read from the store. */
+  #others: NodeLoad[] = []
+  /** A report in flight, and whether this node's counts changed since it was sent. */
+  #reporting: Promise<void> | null = null
+  #dirty = false
+  #closed = false
 
   constructor (options: PlacementOptions) {
     this.#o = options
+  }
+
+  /** CLIs the tenant runs on the other live nodes, as they last reported. */
+  tenantElsewhere (tenant: string): number {
+    let n = 0
+    for (const node of this.#others) n += node.tenants?.[tenant] ?? 0
+    return n
+  }
+
+  /** Reads the other nodes' reports now (before a create); keeps the last ones if the store does not answer. */
+  async refresh (): Promise<void> {
+    try {
+      this.#remember(await this.#o.store.listNodes())
+    } catch (err) {
+      this.#o.logger.debug({ err: (err as Error).message }, 'could not read the other nodes\' load')
+    }
+  }
+
+  /**
+   * This node's counts changed (a CLI started or stopped): report them now,
+   * not at the next tick. Resolves once a report made after the change is stored (or failed).
+   */
+  async changed (): Promise<void> {
+    if (this.#timer === null || this.#closed) return
+    await this.#report()
   }
 
   async start (): Promise<void> {
@@ -37,8 +74,10 @@ export class Placement {
 
   /** Stops reporting and leaves the list, so no node sends this one creates any more. */
   async close (): Promise<void> {
+    this.#closed = true
     if (this.#timer !== null) clearInterval(this.#timer)
     this.#timer = null
+    await this.#reporting
     await this.#o.store.forgetNode(this.#o.node).catch(() => {})
   }
 
@@ -54,6 +93,7 @@ export class Placement {
     } catch {
       return null
     }
+    this.#remember(nodes)
     const candidates = nodes
       .filter((n) => n.node !== this.#o.node && n.running < n.max)
       .sort((a, b) => a.running / a.max - b.running / b.max)
@@ -69,12 +109,29 @@ export class Placement {
     return null
   }
 
+  /** Reports this node's load and reads the others'; one at a time, again at once if the counts changed meanwhile. */
   async #report (): Promise<void> {
-    const { running, max } = this.#o.load()
+    if (this.#reporting !== null) { this.#dirty = true; return await this.#reporting }
+    this.#reporting = (async () => {
+      do {
+        this.#dirty = false
+        const { running, max, tenants } = this.#o.load()
+        try {
+          await this.#o.store.reportNode({ node: this.#o.node, running, max, at: Date.now(), ...(tenants === undefined ? {} : { tenants }) }, this.#o.everyMs * 3)
+          this.#remember(await this.#o.store.listNodes())
+        } catch (err) {
+          this.#o.logger.debug({ err: (err as Error).message }, 'could not report this node\'s load')
+        }
+      } while (this.#dirty && !this.#closed)
+    })()
     try {
-      await this.#o.store.reportNode({ node: this.#o.node, running, max, at: Date.now() }, this.#o.everyMs * 3)
-    } catch (err) {
-      this.#o.logger.debug({ err: (err as Error).message }, 'could not report this node\'s load')
+      await this.#reporting
+    } finally {
+      this.#reporting = null
     }
+  }
+
+  #remember (nodes: NodeLoad[]): void {
+    this.#others = nodes.filter((n) => n.node !== this.#o.node)
   }
 }

@@ -148,7 +148,7 @@ export const envSchema = z.object({
   CLAUDE_LAUNCHER: optional(z.string().min(1), '(none)',
     'command wrapping each CLI instead of `SANDBOX`: `<launcher> <workspace> <config dir> -- <cli> <args…>`; it is then responsible for isolation'),
   TENANT_CONFIG_DIRS: defaulted(flag(), 'true', 'each tenant\'s CLI config dir is `$DATA_DIR/claude-config/<tenant>` (`CLAUDE_CONFIG_DIR`); always on in the sandbox'),
-  MAX_SESSIONS_PER_TENANT: defaulted(int(1), 20, 'CLIs one tenant may run at once (429)'),
+  MAX_SESSIONS_PER_TENANT: defaulted(int(1), 20, 'CLIs one tenant may run at once, on all nodes together (429)'),
   MAX_CLIENTS_PER_SESSION: defaulted(int(1), 20, 'WebSocket and SSE clients per session (429)'),
   WS_MAX_FRAMES_PER_SEC: defaulted(int(1), 50, 'client frames per second per connection (bursts of 2×); a sustained flood is closed with 4029'),
   RATE_LIMIT_PER_MINUTE: defaulted(int(1), 600, 'REST requests per tenant (or per address before authentication) per minute (429); WebSocket upgrades are not counted here'),

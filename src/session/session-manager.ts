@@ -44,6 +44,8 @@ export interface SessionManagerOptions {
   workspaceRoot: string
   maxSessions: number
   maxSessionsPerTenant: number
+  /** Other nodes' CLIs per tenant (src/cluster/placement.ts): MAX_SESSIONS_PER_TENANT counts them too. Default: this node's only. */
+  tenants?: ClusterTenants
   /** What clients may ask of the CLI: control requests, permission answers, granting session options. */
   policy: ControlPolicy
   /** Each tenant's CLI config dir is `<configRoot>/<tenant>` (CLAUDE_CONFIG_DIR); null leaves the CLI's default. */
@@ -80,6 +82,16 @@ export interface SessionManagerOptions {
   carryConversations?: boolean
   /** Other gateway nodes, for clients here of sessions owned elsewhere (src/cluster/router.ts). */
   route?: SessionRoute
+}
+
+/** What the other gateway nodes run per tenant, as they report it to the shared store. */
+export interface ClusterTenants {
+  /** CLIs the tenant runs on other live nodes, as last read. */
+  tenantElsewhere: (tenant: string) => number
+  /** Reads the other nodes' counts again (before a create). */
+  refresh: () => Promise<void>
+  /** This node's counts changed: tell the others (resolves once they can read it). */
+  changed: () => Promise<void>
 }
 
 export class SessionManager {
@@ -122,9 +134,12 @@ export class SessionManager {
     return this.#sessions.get(id)
   }
 
-  /** How full this node is: CLIs running and creates reserved, against MAX_SESSIONS. */
-  get load (): { running: number, max: number } {
-    return { running: this.#running.size + this.#reserved.size, max: this.#o.maxSessions }
+  /** How full this node is: CLIs running and creates reserved, against MAX_SESSIONS, and per tenant. */
+  get load (): { running: number, max: number, tenants: Record<string, number> } {
+    const tenants: Record<string, number> = {}
+    for (const s of this.#running) tenants[s.tenant] = (tenants[s.tenant] ?? 0) + 1
+    for (const tenant of this.#reserved.values()) tenants[tenant] = (tenants[tenant] ?? 0) + 1
+    return { running: this.#running.size + this.#reserved.size, max: this.#o.maxSessions, tenants }
   }
 
   /** Sessions whose CLI is running (what MAX_SESSIONS limits). */
@@ -139,6 +154,9 @@ export class SessionManager {
     if (this.#closing) throw new GatewayError('shutting_down')
     const granted = this.#o.policy.checkSessionOptions(options) // permission_mode bypass, allowed_tools ["Bash"]
     if (granted !== null) throw new GatewayError(granted.code, granted.message)
+    // The tenant's sessions on other nodes as they are now, not as of the last report.
+    await this.#o.tenants?.refresh()
+    if (this.#closing) throw new GatewayError('shutting_down')
     const refused = this.#admit(tenant)
     if (refused !== null) throw refused
     const id = randomUUID()
@@ -146,8 +164,12 @@ export class SessionManager {
     // The slot is held from here, across the store write: concurrent creates see it and
     // are refused above, before they store a record they could not start.
     this.#reserved.set(id, tenant)
+    void this.#o.tenants?.changed()
     try {
-      return await this.#createReserved(id, tenant, options)
+      const session = await this.#createReserved(id, tenant, options)
+      // Counted on every node before the client hears of it: a create it makes next, anywhere, sees this one.
+      await this.#o.tenants?.changed()
+      return session
     } catch (err) {
       // Nothing was stored: no folder named after a session that does not exist is left either.
       if (err instanceof GatewayError && err.code === 'store_unavailable' && options.cwd === undefined && place.sandbox === undefined) {
@@ -155,7 +177,7 @@ export class SessionManager {
       }
       throw err
     } finally {
-      this.#reserved.delete(id)
+      if (this.#reserved.delete(id)) void this.#o.tenants?.changed()
     }
   }
 
@@ -190,6 +212,7 @@ export class SessionManager {
     const failed = session.start()
     // Counted as running from here (or not at all): the reservation is done.
     this.#reserved.delete(id)
+    void this.#o.tenants?.changed()
     if (failed !== null) {
       await this.#recordFailedCreate(record, failed, lease)
       throw failed
@@ -408,7 +431,12 @@ export class SessionManager {
       logger: this.#o.logger,
       limits: this.#o.limits,
       admit: () => this.#closing ? new GatewayError('shutting_down') : this.#admit(record.tenant, record.id),
-      onStatus: (s) => { if (s.running) this.#running.add(s); else this.#running.delete(s) },
+      onStatus: (s) => {
+        const had = this.#running.has(s)
+        if (s.running) this.#running.add(s)
+        else this.#running.delete(s)
+        if (had !== s.running) void this.#o.tenants?.changed()
+      },
       spawnSpec: (resume) => this.#spawnSpec(record, options, resume),
       policy: this.#o.policy,
       policyScope: () => this.#policyScope(record, options),
@@ -418,7 +446,7 @@ export class SessionManager {
       ...(this.#o.route === undefined ? {} : { route: this.#o.route }),
       ...(this.#o.carryConversations === true ? { conversation: this.#conversationCarry(record) } : {}),
       onFenced: (s) => {
-        this.#running.delete(s)
+        if (this.#running.delete(s)) void this.#o.tenants?.changed()
         if (this.#sessions.get(s.id) === s) this.#sessions.delete(s.id)
       }
     }, lease)
@@ -493,6 +521,8 @@ export class SessionManager {
       return new GatewayError('too_many_sessions', `The gateway runs MAX_SESSIONS (${this.#o.maxSessions}) sessions already`)
     }
     for (const s of this.#running) if (s.tenant === tenant) mine++
+    // And what the tenant runs on the other nodes, as they last reported it.
+    mine += this.#o.tenants?.tenantElsewhere(tenant) ?? 0
     return mine >= this.#o.maxSessionsPerTenant
       ? new GatewayError('tenant_session_limit', `This tenant runs MAX_SESSIONS_PER_TENANT (${this.#o.maxSessionsPerTenant}) sessions already`)
       : null

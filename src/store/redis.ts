@@ -430,7 +430,7 @@ export class RedisStore implements EventStore {
     for (const [node, json] of Object.entries(all)) {
       try {
         const entry = JSON.parse(json) as NodeLoad & { until: number }
-        if (entry.until > now) live.push({ node, running: entry.running, max: entry.max, at: entry.at })
+        if (entry.until > now) live.push({ node, running: entry.running, max: entry.max, at: entry.at, ...(entry.tenants === undefined ? {} : { tenants: entry.tenants }) })
         else gone.push(node)
       } catch {
         gone.push(node)

@@ -115,6 +115,8 @@ export interface NodeLoad {
   max: number
   /** When it said so, ms since the epoch. */
   at: number
+  /** CLIs running (and creates reserved) per tenant on that node: MAX_SESSIONS_PER_TENANT counts every node's. */
+  tenants?: Record<string, number>
 }
 
 /** Session leases with fencing epochs, kept in the store every node shares. */

@@ -15,7 +15,7 @@ import { randomUUID } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import { Cluster, Redis } from 'ioredis'
 import { type Frame, isError, isHello, isPrompt, isResult, isStatus } from '../support/frames.js'
-import { TOKEN_A, TestClient, eventually, processAlive } from '../support/gateway.js'
+import { TOKEN_A, TOKEN_B, TestClient, eventually, processAlive } from '../support/gateway.js'
 import { type GatewayNodes, startNodes } from '../support/gateway-nodes.js'
 import { type RedisCluster, redisClusterMissing, startRedisCluster } from '../support/redis-cluster.js'
 import { REDIS_URL } from '../support/redis-server.js'
@@ -360,6 +360,43 @@ for (const backend of BACKENDS) {
       const third = await fetch(`${a.url}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN_A}`, 'content-type': 'application/json' }, body: '{}' })
       assert.equal(third.status, 503)
       assert.equal((await third.json() as any).code, 'too_many_sessions')
+    })
+  })
+
+  describe(`tenant limits across nodes (${backend.name})`, { timeout: 60_000, skip: backend.skip }, () => {
+    let cluster: GatewayNodes
+    before(async () => {
+      cluster = await startNodes({
+        count: 2,
+        redisUrl: await backend.url(),
+        cluster: backend.cluster,
+        env: { MAX_SESSIONS_PER_TENANT: '2', GATEWAY_TOKENS: `${TOKEN_A}=tenant-a,${TOKEN_B}=tenant-b` }
+      })
+    })
+    after(async () => { await cluster.close() })
+
+    it('MAX_SESSIONS_PER_TENANT counts the tenant\'s sessions on every node', async () => {
+      const [a, b] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]]
+      const create = async (node: typeof a, token: string): Promise<Response> =>
+        await fetch(`${node.url}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' })
+      const first = await a.create()
+      await b.create()
+      for (const node of [a, b]) {
+        const refused = await create(node, TOKEN_A)
+        assert.equal(refused.status, 429, 'one on each node makes two: the limit, whichever node is asked')
+        assert.equal((await refused.json() as any).code, 'tenant_session_limit')
+      }
+      const other = await create(a, TOKEN_B)
+      assert.equal(other.status, 201, 'another tenant is not held back')
+      // One of tenant A's sessions stops on node A: a create on node B may go ahead.
+      const stopped = await fetch(`${a.url}/v1/sessions/${first.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN_A}` } })
+      assert.equal(stopped.status, 200)
+      assert.equal((await stopped.json() as any).status, 'stopped')
+      // Node A reports the stop at once, and B reads the reports before each create: within a store round trip.
+      await eventually(async () => (await create(b, TOKEN_A)).status === 201, 5_000, 'a create on B once the stop on A is counted')
+      // A create answered 201 was reported first: a create made after it, on any node, counts it.
+      const over = await create(a, TOKEN_A)
+      assert.equal(over.status, 429)
     })
   })
 

@@ -127,7 +127,9 @@ export async function startNodes (options: NodesOptions): Promise<GatewayNodes> 
         await n.kill()
       }
       if (options.cluster !== true) await deleteKeys(options.redisUrl, prefix)
-      await rm(dataDir, { recursive: true, force: true })
+      // The nodes were killed, not stopped: their fake CLIs see stdin close and write a last log
+      // line as they exit, which can land while the folder is being removed (ENOTEMPTY).
+      await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
     }
   }
 }
