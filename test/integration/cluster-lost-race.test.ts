@@ -186,6 +186,20 @@ async function cluster (): Promise<{ id: string, b: Node, c: Node, launches: Lau
 const user = (content: string): ClientFrame => ({ type: 'user', message: { role: 'user', content } })
 
 /** The user_message frames the store holds for the session (one per message handed to a CLI). */
+/**
+ * Starts `session`'s disown on `node` and holds its lease release before it
+ * reaches the store: resolves once the release is waiting (the session already
+ * owns nothing), with `land` to let it through and `disowned` for the end.
+ */
+async function holdRelease (node: Node, session: Session): Promise<{ land: () => void, disowned: Promise<void> }> {
+  const releasing = deferred()
+  const landRelease = deferred()
+  node.beforeRelease = async () => { releasing.resolve(); await landRelease.promise }
+  const disowned = session.disown()
+  await releasing.promise
+  return { land: () => { landRelease.resolve() }, disowned }
+}
+
 async function askedInLog (store: MemoryStore, id: string): Promise<string[]> {
   return (await store.read(id, 0, 1000)).map((e) => JSON.parse(e.frame) as Frame)
     .filter((f) => f.type === 'gateway' && f.subtype === 'user_message').map((f) => String(f.message.content))
@@ -208,19 +222,15 @@ describe('a message right after a dead node\'s session was recorded lost', () =>
     await client.waitFor(isLost)
     await client.waitFor(isHolder)
     // ...then gives the lease up; its release is held before it reaches the store.
-    const releasing = deferred()
-    const landRelease = deferred()
-    c.beforeRelease = async () => { releasing.resolve(); await landRelease.promise }
-    const disowned = onC.disown()
-    await releasing.promise
+    const release = await holdRelease(c, onC)
     assert.equal(onC.owned, false)
     assert.equal((await store.leases.holder(id))?.node, 'node-c', 'the store still says node C')
 
     // B's acquire is refused (C still holds), and C's release lands before B asks who owns it.
     b.afterAcquire = async (lease) => {
       if (lease !== null) return
-      landRelease.resolve()
-      await disowned
+      release.land()
+      await release.disowned
     }
     const from = client.frames.length
     onB.handleFrame(client, user('echo after the loss'))
@@ -247,11 +257,7 @@ describe('a message right after a dead node\'s session was recorded lost', () =>
     await client.waitFor(isLost)
     const recorded = await store.leases.holder(id)
 
-    const releasing = deferred()
-    const landRelease = deferred()
-    c.beforeRelease = async () => { releasing.resolve(); await landRelease.promise }
-    const disowned = onC.disown()
-    await releasing.promise
+    const release = await holdRelease(c, onC)
     assert.equal(onC.owned, false)
 
     const from = client.frames.length
@@ -263,8 +269,8 @@ describe('a message right after a dead node\'s session was recorded lost', () =>
     assert.ok((retaken?.epoch ?? 0) > (recorded?.epoch ?? 0), 'taken again under a new epoch')
 
     // The old epoch's release lands now: it must not free the lease the running CLI holds.
-    landRelease.resolve()
-    await disowned
+    release.land()
+    await release.disowned
     assert.deepEqual(await store.leases.holder(id).then((h) => h === null ? null : { node: h.node, epoch: h.epoch }), { node: 'node-c', epoch: retaken?.epoch })
     assert.equal(onC.owned, true)
     assert.equal(onC.running, true)
