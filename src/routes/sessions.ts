@@ -9,7 +9,6 @@ import { GatewayError } from '../errors.js'
 import { listQuery, sessionOptions } from '../protocol/session-options.js'
 import type { Session } from '../session/session.js'
 import type { SessionManager } from '../session/session-manager.js'
-import { sessionView } from '../session/session-view.js'
 import type { Placement } from '../cluster/placement.js'
 import { authErrors, errorResponses, sessionBody, sessionPage, sessionParams } from './schemas.js'
 import { isSessionId, jsonBody } from './validate.js'
@@ -67,12 +66,8 @@ export async function sessionRoutes (fastify: FastifyInstance, { manager, placem
       response: { 200: sessionPage.describe('A page of sessions; pass next_cursor back as cursor'), ...errorResponses(...authErrors, 'bad_request', 'store_unavailable') }
     }
   }, async (request) => {
-    const page = await manager.list(request.tenant, request.query.limit, request.query.cursor)
-    const loaded = new Map([...manager.loaded].map((s) => [s.id, s]))
-    return {
-      sessions: page.sessions.map((r) => loaded.get(r.id)?.snapshot() ?? sessionView(r)) as Array<z.output<typeof sessionBody>>,
-      next_cursor: page.next_cursor
-    }
+    const page = await manager.listViews(request.tenant, request.query.limit, request.query.cursor)
+    return { sessions: page.sessions as Array<z.output<typeof sessionBody>>, next_cursor: page.next_cursor }
   })
 
   app.get('/v1/sessions/:id', {

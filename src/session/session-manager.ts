@@ -30,10 +30,13 @@ import type { SessionOwnership, SessionRoute } from './session-deps.js'
 import { Session, type SessionDeps, type SessionLimits } from './session.js'
 import { readConversation, writeConversation } from './conversation-file.js'
 import { sandboxWorkdir, sessionWorkspace } from './workspace.js'
+import { sessionViews } from './session-listing.js'
 import type { SessionEvents } from './session-events.js'
 
 /** Session records `GET /v1/permissions` reads at most, per call. */
 const PROMPT_SCAN_MAX = 1000
+/** How long a listing waits for another node to describe a session it runs (then: as stored). */
+const LIST_OWNER_TIMEOUT_MS = 2000
 
 export interface SessionManagerOptions {
   store: EventStore
@@ -264,6 +267,13 @@ export class SessionManager {
 
   async list (tenant: string, limit: number, cursor?: string): Promise<SessionPage> {
     return await this.#stored('list sessions', () => this.#o.store.listSessions(tenant, { limit, cursor }))
+  }
+
+  /** A page of the tenant's sessions as clients see them: each as the node running its CLI has it (session-listing.ts). */
+  async listViews (tenant: string, limit: number, cursor?: string): Promise<{ sessions: Array<Record<string, unknown>>, next_cursor: string | null }> {
+    const page = await this.list(tenant, limit, cursor)
+    const sessions = await sessionViews(page.sessions, { loaded: (id) => this.#sessions.get(id), route: this.#o.route, timeoutMs: LIST_OWNER_TIMEOUT_MS })
+    return { sessions, next_cursor: page.next_cursor }
   }
 
   /**

@@ -145,6 +145,13 @@ for (const backend of BACKENDS) {
       assert.equal(seenFromB.pending_requests, 1)
       assert.equal(seenFromB.holder, holder.frames.find(isHello).client_id)
       assert.equal(seenFromB.turn_running, true)
+      // The listing too, on a node that never loaded the session, and on one that follows it.
+      for (const node of [c, b]) {
+        const page = await fetch(`${node.url}/v1/sessions`, { headers: auth })
+        const entry = (await page.json() as any).sessions.find((s: any) => s.id === created.id)
+        assert.deepEqual({ pid: entry.pid, pending: entry.pending_requests, turn: entry.turn_running, holder: entry.holder },
+          { pid: seenFromA.pid, pending: 1, turn: true, holder: seenFromA.holder }, 'listed as node A, running the CLI, has it')
+      }
 
       const answer = (node: typeof a, behavior: string): Promise<Response> => fetch(`${node.url}/v1/sessions/${created.id}/permissions/${prompt.request_id}`, {
         method: 'POST', headers: auth, body: JSON.stringify(behavior === 'allow' ? { behavior, updatedInput: prompt.request.input } : { behavior, message: 'no' })
