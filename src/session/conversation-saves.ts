@@ -1,0 +1,53 @@
+/**
+ * Saves a session's CLI conversation file to the store (nodes with local
+ * config dirs), coalesced: turns end faster than saves, so one save runs and
+ * one more follows if any was asked meanwhile. Only under this node's lease.
+ */
+import type { Logger } from 'pino'
+import { FencedError, type Lease } from '../store/store.js'
+import type { SessionDeps } from './session-deps.js'
+
+export interface ConversationSavesOptions {
+  /** Absent: nothing is carried (one node, or a shared volume). */
+  carry: SessionDeps<unknown>['conversation']
+  /** This node's lease on the session, or null when it does not own it. */
+  lease: () => Lease | null
+  /** A save was refused as fenced: another node owns the session now. */
+  onFenced: () => void
+  log: Logger
+}
+
+export class ConversationSaves {
+  readonly #o: ConversationSavesOptions
+  /** A conversation save running, and whether another is wanted after it. */
+  #running: Promise<void> | null = null
+  #again = false
+
+  constructor (options: ConversationSavesOptions) {
+    this.#o = options
+  }
+
+  async save (): Promise<void> {
+    const carry = this.#o.carry
+    if (carry === undefined) return
+    if (this.#running !== null) {
+      this.#again = true
+      await this.#running
+      return
+    }
+    this.#running = (async () => {
+      do {
+        this.#again = false
+        const lease = this.#o.lease()
+        if (lease === null) return
+        try {
+          await carry.save(lease)
+        } catch (err) {
+          if (err instanceof FencedError) { this.#o.onFenced(); return }
+          this.#o.log.warn({ err: (err as Error).message }, 'could not save the conversation to the store')
+        }
+      } while (this.#again)
+    })().finally(() => { this.#running = null })
+    await this.#running
+  }
+}

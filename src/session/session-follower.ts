@@ -1,0 +1,202 @@
+/**
+ * A session as another node runs it: while that node holds the lease and
+ * clients are attached here, this node follows the log in the store and
+ * relays what is appended to them as if it had been appended here, learns
+ * from it what it must know should the session come here next (its status,
+ * that the conversation is stored, which messages the CLI was given), and
+ * makes those clients clients of the owner (src/cluster/router.ts).
+ */
+import type { Logger } from 'pino'
+import type { RecentIds } from '../control/recent-ids.js'
+import { isRecord } from '../protocol/is-record.js'
+import type { ClientFrame } from '../protocol/client-frames.js'
+import { type EventStore, type SessionRecord, type SessionStatus, type StoredEvent, isFinal } from '../store/store.js'
+import type { Audience, ClientPort, Role } from './audience.js'
+import type { EventLog } from './event-log.js'
+import { askedUuid, isInit, observerFrameOf, statusOf } from './followed-frames.js'
+import type { SessionRoute } from './session-deps.js'
+
+/** What a client here had sent to the owner that the owner did not confirm. */
+export interface Unconfirmed { port: ClientPort, frames: ClientFrame[] }
+
+export interface FollowerHost {
+  readonly id: string
+  /** The session's record as this node has it; updated from what the owner saves and appends. */
+  readonly record: SessionRecord
+  readonly events: EventLog
+  readonly audience: Audience
+  readonly store: EventStore
+  /** Other nodes (absent: one node, nothing to route). */
+  readonly route: SessionRoute | undefined
+  readonly log: Logger
+  /** Uuids of the messages written to the CLI, wherever it ran. */
+  readonly seenUuids: RecentIds
+  /** True while this node holds the lease: the log is written here. */
+  owned: () => boolean
+  /** True once fenced: the session object is being dropped. */
+  gone: () => boolean
+  /** The next client that asked for control holds the session, if there is one. */
+  promoteHolder: () => void
+  /** Handles a client frame (Session.handleFrame). */
+  handleFrame: (port: ClientPort, frame: ClientFrame) => void
+}
+
+export class SessionFollower {
+  readonly #h: FollowerHost
+  /** Stops following the session's log in the store (while another node owns it and clients are attached here). */
+  #unfollow: (() => void) | null = null
+
+  constructor (host: FollowerHost) {
+    this.#h = host
+  }
+
+  /** True while this node follows the session's log as another node appends it. */
+  get following (): boolean { return this.#unfollow !== null }
+
+  /**
+   * Brings a session this node does not own up to date with the store: its
+   * record as its owner last saved it, and the events appended since (to
+   * attached clients, as they would have had them live).
+   */
+  async refresh (): Promise<void> {
+    const h = this.#h
+    if (h.owned() || h.gone()) return
+    const fresh = await h.store.getSession(h.id)
+    if (fresh !== null) this.adopt(fresh)
+    await this.statusFromLog()
+    await h.events.catchUp((e) => this.learn(e))
+  }
+
+  /**
+   * The owner saves the record after the frame that changed the status, so
+   * a record read just after a stop may still say `stopping`: the log's last
+   * frame, when it is a status frame, says where the session really is.
+   */
+  async statusFromLog (): Promise<void> {
+    const h = this.#h
+    const last = h.events.lastSeq
+    if (h.owned() || last < 1) return
+    const [event] = await h.store.read(h.id, last - 1, 1)
+    if (event !== undefined && statusOf(event) !== null) this.learn(event)
+  }
+
+  /** Follows the log from the store while another node owns the session and clients are attached here. */
+  follow (): void {
+    const h = this.#h
+    if (h.owned() || h.gone() || this.#unfollow !== null) return
+    this.#unfollow = h.store.feed.follow(h.id, h.events.committedSeq,
+      (events) => { this.#ingest(events) },
+      (err) => h.log.warn({ err: err.message }, 'following the session in the store failed'))
+  }
+
+  stop (): void {
+    this.#unfollow?.()
+    this.#unfollow = null
+  }
+
+  /** Takes what another owner saved since this object was loaded. */
+  adopt (fresh: SessionRecord): void {
+    const r = this.#h.record
+    r.status = fresh.status
+    r.updated_at = fresh.updated_at
+    // Never back: a conversation the log shows stored stays resumable, whatever a lagging record says.
+    r.resumable = r.resumable || fresh.resumable
+    r.exit = fresh.exit
+    r.metadata = fresh.metadata
+    if (fresh.initialize !== undefined) r.initialize = fresh.initialize
+    if (fresh.lost_ranges !== undefined) r.lost_ranges = fresh.lost_ranges
+    r.last_seq = Math.max(r.last_seq, fresh.last_seq)
+  }
+
+  /**
+   * What a frame another node appended tells this one about the session:
+   * status changes, and that the CLI stored the conversation (its `init`; the
+   * owner's record may lag, or never be saved if it died). Returns the
+   * frame's observer rendering.
+   */
+  learn (e: StoredEvent): string | undefined {
+    const record = this.#h.record
+    const status = statusOf(e)
+    if (status !== null) {
+      if (typeof status.status === 'string') record.status = status.status as SessionStatus
+      if (isRecord(status.exit)) record.exit = status.exit as unknown as SessionRecord['exit']
+    }
+    if (isInit(e)) record.resumable = true
+    // A message the last owner wrote to the CLI: its copy a client resends (or that the owner
+    // never confirmed before it died) reaches the CLI no second time when handled here.
+    const uuid = askedUuid(e)
+    if (uuid !== null) this.#h.seenUuids.seen(uuid)
+    return observerFrameOf(e)
+  }
+
+  /** Makes a client here a client of the node that runs the CLI, if another node does. */
+  async routeClient (port: ClientPort, role: Role): Promise<void> {
+    const h = this.#h
+    const route = h.route
+    if (route === undefined) return
+    let owner: string | null
+    try {
+      owner = await route.owner(h.id)
+    } catch (err) {
+      h.log.warn({ err: (err as Error).message }, 'could not look up the session\'s owner')
+      return
+    }
+    if (owner === null || owner === route.node || !h.audience.has(port) || h.owned()) return
+    route.attach(owner, h.id, port, role)
+  }
+
+  /** On a client's node: its owner says whether it holds the session now (what recorded control requests it is shown in full). */
+  remoteHolder (port: ClientPort, holds: boolean): void {
+    const { audience } = this.#h
+    const att = audience.attachment(port)
+    if (att === undefined) return
+    if (holds) audience.hold(att)
+    else audience.unhold(att)
+  }
+
+  /**
+   * On a client's node: the node its frames went to does not own the
+   * session (any more), or did not confirm them; `frames` are handled anew,
+   * in order, once the session is brought up to date.
+   */
+  ownerMoved (port: ClientPort, frames: ClientFrame[]): void {
+    const h = this.#h
+    void this.refresh().catch(() => {}).then(() => {
+      for (const frame of frames) if (h.audience.has(port)) h.handleFrame(port, frame)
+    })
+  }
+
+  /** Stops routing every client here; returns what each had sent that its owner did not confirm. */
+  unroute (): Unconfirmed[] {
+    const { route, audience } = this.#h
+    if (route === undefined) return []
+    return audience.ports.map((port) => ({ port, frames: route.unroute(port) })).filter((u) => u.frames.length > 0)
+  }
+
+  /** This node stopped owning the session: clients of other nodes attach wherever it runs next. */
+  dropRemotes (): void {
+    const h = this.#h
+    for (const port of h.audience.remotes) h.audience.remove(port)
+    h.route?.dropRemote(h.id)
+  }
+
+  /** Events another node appended: relayed to clients here as if appended here (status frames update the record as seen here). */
+  #ingest (events: StoredEvent[]): void {
+    const h = this.#h
+    if (h.owned()) return // owned here since: the log is written here
+    h.events.ingest(events.map((e) => ({ ...e, observerFrame: this.learn(e) })))
+    // The CLI stopped on its node: clients here are nobody's remote clients any more, and
+    // one that asked for control may start it here next.
+    if (isFinal(h.record.status)) {
+      const unconfirmed = this.unroute()
+      h.promoteHolder()
+      this.#handleAgain(unconfirmed)
+    }
+  }
+
+  /** Frames routed to an owner that stopped before confirming them: handled here, in order. */
+  #handleAgain (unconfirmed: Unconfirmed[]): void {
+    const h = this.#h
+    for (const { port, frames } of unconfirmed) for (const frame of frames) if (h.audience.has(port)) h.handleFrame(port, frame)
+  }
+}
