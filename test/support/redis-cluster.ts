@@ -16,7 +16,7 @@ import { rm } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { redisCommand } from './redis-server.js'
+import { outputMatches } from './process-output.js'
 
 export interface RedisCluster {
   /** A seed node's URL (any node will do for a cluster client). */
@@ -41,10 +41,8 @@ export function redisClusterMissing (): string | null {
 
 export async function startRedisCluster (options: { timeoutMs?: number } = {}): Promise<RedisCluster> {
   const timeoutMs = options.timeoutMs ?? 30_000
-  const deadline = Date.now() + timeoutMs
   const dir = mkdtempSync(join(tmpdir(), 'cgw-redis-cluster-'))
   const children: ChildProcess[] = []
-  let output = ''
   let stopped: Promise<void> | null = null
   const stop = (): Promise<void> => {
     stopped ??= (async () => {
@@ -55,22 +53,27 @@ export async function startRedisCluster (options: { timeoutMs?: number } = {}): 
   }
   try {
     const ports = await freeClusterPorts(3)
+    const ready: Array<Promise<void>> = []
+    const clusterOk: Array<Promise<void>> = []
     for (const port of ports) {
       const child = spawn(REDIS_SERVER_BIN, [
         '--port', String(port), '--bind', '127.0.0.1', '--protected-mode', 'no',
         '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`,
-        '--save', '', '--appendonly', 'no', '--dir', dir, '--daemonize', 'no', '--loglevel', 'warning'
+        '--save', '', '--appendonly', 'no', '--dir', dir, '--daemonize', 'no', '--loglevel', 'notice'
       ], { stdio: ['ignore', 'pipe', 'pipe'] })
+      // Notice level: each node logs when it listens, and when the cluster it joined is up.
+      ready.push(outputMatches(child, /Ready to accept connections/, timeoutMs, `redis-server on ${port}`))
+      clusterOk.push(outputMatches(child, /Cluster state changed: ok/, timeoutMs, `node ${port} reporting cluster_state:ok`))
+      // Awaited below; a start that fails earlier must not leave them rejecting unhandled.
+      for (const waiting of [ready, clusterOk]) (waiting[waiting.length - 1] as Promise<void>).catch(() => {})
       children.push(child)
       running.add(child)
       child.once('exit', () => running.delete(child))
-      child.stdout?.on('data', (d: Buffer) => { output += d.toString() })
-      child.stderr?.on('data', (d: Buffer) => { output += d.toString() })
+      // Drained after the lines waited for, so a chatty node never blocks on a full pipe.
+      child.stdout?.resume()
+      child.stderr?.resume()
     }
-    for (const port of ports) {
-      await until(deadline, async () => await redisCommand(`redis://127.0.0.1:${port}`, ['PING'], { timeoutMs: 500 }) === 'PONG',
-        () => `redis-server on ${port} did not answer PING: ${output}`, children)
-    }
+    await Promise.all(ready)
     const create = spawn(REDIS_CLI_BIN, ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'],
       { stdio: ['ignore', 'pipe', 'pipe'] })
     let createOutput = ''
@@ -78,29 +81,11 @@ export async function startRedisCluster (options: { timeoutMs?: number } = {}): 
     create.stderr?.on('data', (d: Buffer) => { createOutput += d.toString() })
     const [code] = await once(create, 'exit') as [number | null]
     if (code !== 0) throw new Error(`redis-cli --cluster create exited with ${code}: ${createOutput}`)
-    for (const port of ports) {
-      await until(deadline, async () => String(await redisCommand(`redis://127.0.0.1:${port}`, ['CLUSTER', 'INFO'], { timeoutMs: 500 })).includes('cluster_state:ok'),
-        () => `node ${port} did not report cluster_state:ok: ${output}`, children)
-    }
+    await Promise.all(clusterOk)
     return { url: `redis://127.0.0.1:${ports[0] as number}`, ports, stop }
   } catch (error) {
     await stop()
     throw error
-  }
-}
-
-/** Polls `check` until it is true; fails at the deadline or when a server exits. */
-async function until (deadline: number, check: () => Promise<boolean>, why: () => string, children: ChildProcess[]): Promise<void> {
-  while (true) {
-    const dead = children.find((c) => c.exitCode !== null || c.signalCode !== null)
-    if (dead !== undefined) throw new Error(`a redis-server exited (${dead.exitCode ?? dead.signalCode}): ${why()}`)
-    try {
-      if (await check()) return
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(why())
-    await new Promise((resolve) => setTimeout(resolve, 25))
   }
 }
 

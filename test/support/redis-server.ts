@@ -14,6 +14,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { createServer } from 'node:net'
 import { Redis } from 'ioredis'
+import { outputMatches } from './process-output.js'
 
 /** The shared Redis of the tests (a private one when `npm test` had to start it). */
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -60,38 +61,32 @@ export async function startRedisServer (options: RedisServerOptions = {}): Promi
     : `redis://${encodeURIComponent(options.auth.user)}:${encodeURIComponent(options.auth.password)}@127.0.0.1:${port}`
   const startTimeoutMs = options.startTimeoutMs ?? 10_000
   let child: ChildProcess | null = null
-  let output = ''
 
   const start = async (): Promise<void> => {
     if (child !== null) throw new Error('redis-server is already running')
-    output = ''
     const proc = spawn(REDIS_SERVER_BIN, [
       '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-      '--daemonize', 'no', '--protected-mode', 'no', '--loglevel', 'warning', ...(options.args ?? [])
+      '--daemonize', 'no', '--protected-mode', 'no', '--loglevel', 'notice', ...(options.args ?? [])
     ], { stdio: ['ignore', 'pipe', 'pipe'] })
+    // Notice level: the server logs the moment it listens ("Ready to accept connections").
+    const ready = outputMatches(proc, /Ready to accept connections/, startTimeoutMs, `redis-server on port ${port}`)
     child = proc
     running.add(proc)
-    proc.stdout?.on('data', (d: Buffer) => { output += d.toString() })
-    proc.stderr?.on('data', (d: Buffer) => { output += d.toString() })
+    // Drained after the line waited for, so the server never blocks on a full pipe.
+    proc.stdout?.resume()
+    proc.stderr?.resume()
     proc.once('exit', () => {
       running.delete(proc)
       if (child === proc) child = null
     })
-    const deadline = Date.now() + startTimeoutMs
-    while (true) {
-      if (proc.exitCode !== null || proc.signalCode !== null) {
-        throw new Error(`redis-server exited at start (${proc.exitCode ?? proc.signalCode}): ${output}`)
-      }
-      try {
-        if (await redisCommand(pingUrl, ['PING'], { timeoutMs: 500 }) === 'PONG') return
-      } catch {
-        // not listening yet
-      }
-      if (Date.now() > deadline) {
-        await end(proc, 'SIGKILL')
-        throw new Error(`redis-server on port ${port} did not answer PING within ${startTimeoutMs} ms: ${output}`)
-      }
-      await new Promise((resolve) => setTimeout(resolve, 25))
+    try {
+      await ready
+      // Listening; and the credentials the tests use work (an ACL file is in force).
+      const pong = await redisCommand(pingUrl, ['PING'], { timeoutMs: 2000 })
+      if (pong !== 'PONG') throw new Error(`redis-server on port ${port} answered PING with ${JSON.stringify(pong)}`)
+    } catch (err) {
+      await end(proc, 'SIGKILL')
+      throw err
     }
   }
 
