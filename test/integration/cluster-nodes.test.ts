@@ -16,7 +16,7 @@ import { after, before, describe, it } from 'node:test'
 import { Cluster, Redis } from 'ioredis'
 import { type Frame, isError, isHello, isPrompt, isResult, isStatus } from '../support/frames.js'
 import { TOKEN_A, TOKEN_B, TestClient, eventually, processAlive } from '../support/gateway.js'
-import { type GatewayNodes, startNodes } from '../support/gateway-nodes.js'
+import { type GatewayNode, type GatewayNodes, startNodes } from '../support/gateway-nodes.js'
 import { type RedisCluster, redisClusterMissing, startRedisCluster } from '../support/redis-cluster.js'
 import { REDIS_URL } from '../support/redis-server.js'
 
@@ -27,6 +27,16 @@ function seqFrames (client: TestClient, fromSeq = 1): string[] {
 
 const isLost = (f: Frame): boolean => isStatus('stopped')(f) && f.exit?.reason === 'lost'
 const textOf = (f: Frame): string => f.type === 'assistant' ? f.message.content.map((b: any) => b.text ?? '').join('') : ''
+
+const holdsIt = (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller'
+
+/** A controller connected to `node` once it holds the session: its hello, then the owner's `holder` frame. */
+async function takeOver (node: GatewayNode, sessionId: string): Promise<TestClient> {
+  const client = await node.connect(sessionId, 'after=0')
+  await client.waitFor(isHello)
+  await client.waitFor(holdsIt)
+  return client
+}
 
 /** Where the nodes keep their store: one Redis, or a Redis Cluster. */
 interface Backend {
@@ -105,7 +115,7 @@ for (const backend of BACKENDS) {
       const onB = await b.connect(created.id, 'after=0')
       await onB.waitFor(isHello)
       // The newest controller holds the session, whichever node it reached.
-      await onB.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller')
+      await onB.waitFor(holdsIt)
       await onA.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'observer')
 
       onB.sendUser('ask Bash touch from-b.txt')
@@ -120,7 +130,7 @@ for (const backend of BACKENDS) {
 
       // A client on C takes the session and answers the same prompt again: too late, cluster-wide.
       const onC = await c.connect(created.id, 'after=0')
-      await onC.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller')
+      await onC.waitFor(holdsIt)
       onC.send({ type: 'control_response', response: { subtype: 'success', request_id: prompt.request_id, response: { behavior: 'deny', message: 'no' } } })
       await onC.waitFor(isError('already_resolved'))
       assert.equal(onA.frames.filter((f) => f.subtype === 'permission_resolved' && f.request_id === prompt.request_id).length, 1)
@@ -235,9 +245,7 @@ for (const backend of BACKENDS) {
       holder.sendUser('slow 50 100')
       await holder.waitFor((f) => textOf(f).startsWith('slow #'))
       // A controller on B takes the session over from A's client (routed to A), mid-turn.
-      const onB = await b.connect(created.id, 'after=0')
-      await onB.waitFor(isHello)
-      await onB.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller')
+      const onB = await takeOver(b, created.id)
       await a.kill()
 
       // Within the lease, a surviving node records the end in the session's own log.
@@ -265,9 +273,7 @@ for (const backend of BACKENDS) {
       // Node A died in the test before: B owns, the client is on C.
       const [, a, b] = cluster.nodes as [unknown, typeof cluster.nodes[0], typeof cluster.nodes[0]]
       const created = await a.create()
-      const onB = await b.connect(created.id, 'after=0')
-      await onB.waitFor(isHello)
-      await onB.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller')
+      const onB = await takeOver(b, created.id)
       onB.sendUser('echo before the freeze')
       await onB.waitFor(isResult)
       a.child.kill('SIGSTOP')
@@ -290,9 +296,7 @@ for (const backend of BACKENDS) {
     it('a message the old owner already ran, sent again with its uuid after the session moved, does not run twice', async () => {
       const [, a, b] = cluster.nodes as [unknown, typeof cluster.nodes[0], typeof cluster.nodes[0]]
       const created = await a.create()
-      const onB = await b.connect(created.id, 'after=0')
-      await onB.waitFor(isHello)
-      await onB.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller')
+      const onB = await takeOver(b, created.id)
       const once = { type: 'user', uuid: randomUUID(), message: { role: 'user', content: 'echo run me once' } }
       onB.send(once)
       await onB.waitFor(isResult)
@@ -441,9 +445,7 @@ for (const backend of BACKENDS) {
       const created = await (cluster.nodes[0] as typeof cluster.nodes[0]).create()
       const seqs: number[] = []
       const frames: Frame[] = []
-      let client = await (cluster.nodes[1] as typeof cluster.nodes[0]).connect(created.id, 'after=0')
-      await client.waitFor(isHello)
-      await client.waitFor((f) => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller')
+      let client = await takeOver(cluster.nodes[1] as GatewayNode, created.id)
       client.sendUser('slow 80 100')
       await client.waitFor((f) => textOf(f).startsWith('slow #'))
       const collect = (c: TestClient): void => { for (const f of c.seqFrames) { seqs.push(f.seq); frames.push(f) } }
