@@ -5,66 +5,135 @@
  * Each session already keeps at most one append in flight (EventLog), so a
  * loud session batches by itself. Many quiet sessions do not: at 100
  * sessions × 100 lines/s, lines of different sessions rarely arrive in the
- * same tick, and each went to Redis as its own write, each waking Redis (and
- * the gateway for its reply) once per line. The gate clocks appends by the
- * connection's round trip instead: while one append is in flight, appends of
- * other sessions wait; when it is answered, every waiting one is released in
- * the same tick with the socket corked, so they reach Redis in one write and
- * their replies come back together. A line waits at most one round trip more
- * than before, and per session order is unchanged (the gate only delays the
- * start of a session's single append in flight).
+ * same tick, and each went to Redis as its own command, each costing a
+ * command object, a script call and a reply on both sides. The gate clocks
+ * appends by the connection's round trip instead: while one wave is in
+ * flight, appends of other sessions wait; when it is answered, every waiting
+ * append leaves in one wave: the jobs merged into as few commands as their
+ * size allows (one script call for many streams), written with the socket
+ * corked. A line waits at most one round trip more than before, and per
+ * session order is unchanged (the gate only delays the start of a session's
+ * single append in flight).
  *
- * Not a lock: nothing here is exclusive, and a failed append releases the
- * gate like a successful one.
+ * Not a lock: nothing here is exclusive, and a failed wave releases the gate
+ * like a successful one; its error reaches only the appends it carried.
  */
 
-/** The writable side of the connection, corked while the released appends are written. */
+/** The writable side of the connection, corked while a wave is written. */
 export interface CorkableStream {
   cork: () => void
   uncork: () => void
 }
 
-export class AppendGate {
-  readonly #stream: () => CorkableStream | null
-  #inFlight = 0
-  #waiting: Array<() => void> = []
-
+export interface AppendGateOptions<J, R> {
+  /** The connection's socket now (a reconnect replaces it), or null when there is none to cork. */
+  stream: () => CorkableStream | null
   /**
-   * @param stream the connection's socket now (a reconnect replaces it), or
-   *   null when there is none to cork (the appends are then only clocked)
+   * Writes jobs as one command, issued synchronously at the call; resolves
+   * with one result per job, in order.
    */
-  constructor (stream: () => CorkableStream | null) {
-    this.#stream = stream
+  writeMany: (jobs: J[]) => Promise<R[]>
+  /** A job's weight (e.g. frame characters): a command stops growing past `maxWeight`. */
+  weight: (job: J) => number
+  maxWeight: number
+  /** A command carries at most this many jobs. */
+  maxJobs: number
+}
+
+interface Waiting<J, R> {
+  job: J
+  resolve: (result: R) => void
+  reject: (err: unknown) => void
+}
+
+export class AppendGate<J, R> {
+  readonly #o: AppendGateOptions<J, R>
+  #inFlight = 0
+  #jobs: Array<Waiting<J, R>> = []
+  #writes: Array<() => void> = []
+
+  constructor (options: AppendGateOptions<J, R>) {
+    this.#o = options
   }
 
-  /** Appends waiting for the one in flight. */
+  /** Appends waiting for the wave in flight. */
   get waiting (): number {
-    return this.#waiting.length
+    return this.#jobs.length + this.#writes.length
+  }
+
+  /** Queues a job to be merged with the others of its wave; resolves with its own result. */
+  async submit (job: J): Promise<R> {
+    return await new Promise<R>((resolve, reject) => {
+      this.#jobs.push({ job, resolve, reject })
+      if (this.#inFlight === 0) this.#release()
+    })
   }
 
   /**
-   * Runs `write` (one append: its command(s) are issued synchronously at its
-   * start) once no other append is in flight, or together with the others
-   * released when the one in flight is answered.
+   * Runs `write` (an append that cannot be merged, e.g. one too large for one
+   * command; its commands are issued synchronously at its start) in the next
+   * wave, beside the merged jobs.
    */
   async run<T> (write: () => Promise<T>): Promise<T> {
-    if (this.#inFlight > 0) await new Promise<void>((resolve) => this.#waiting.push(resolve))
-    this.#inFlight++
-    try {
-      return await write()
-    } finally {
-      if (--this.#inFlight === 0 && this.#waiting.length > 0) this.#release()
-    }
+    return await new Promise<T>((resolve, reject) => {
+      this.#writes.push(() => { this.#track(write()).then(resolve, reject) })
+      if (this.#inFlight === 0) this.#release()
+    })
   }
 
   #release (): void {
-    const waiting = this.#waiting
-    this.#waiting = []
-    const stream = this.#stream()
+    const jobs = this.#jobs
+    const writes = this.#writes
+    this.#jobs = []
+    this.#writes = []
+    const many = jobs.length + writes.length > 1
+    const stream = many ? this.#o.stream() : null
     stream?.cork()
-    for (const resume of waiting) resume()
-    // The resumed appends issue their commands in the microtasks that follow;
-    // a tick callback runs after those, so every command leaves in one writev.
-    if (stream !== null) process.nextTick(() => { stream.uncork() })
+    for (const group of this.#groups(jobs)) this.#send(group)
+    for (const start of writes) start()
+    stream?.uncork()
+  }
+
+  /** Splits a wave's jobs into commands of at most maxJobs jobs and (past the first job) maxWeight. */
+  #groups (jobs: Array<Waiting<J, R>>): Array<Array<Waiting<J, R>>> {
+    const groups: Array<Array<Waiting<J, R>>> = []
+    let group: Array<Waiting<J, R>> = []
+    let weight = 0
+    for (const w of jobs) {
+      const size = this.#o.weight(w.job)
+      if (group.length > 0 && (group.length >= this.#o.maxJobs || weight + size > this.#o.maxWeight)) {
+        groups.push(group)
+        group = []
+        weight = 0
+      }
+      group.push(w)
+      weight += size
+    }
+    if (group.length > 0) groups.push(group)
+    return groups
+  }
+
+  #send (group: Array<Waiting<J, R>>): void {
+    let written: Promise<R[]>
+    try {
+      written = this.#o.writeMany(group.map((w) => w.job))
+    } catch (err) {
+      written = Promise.reject(err)
+    }
+    this.#track(written).then((results) => {
+      group.forEach((w, i) => { w.resolve(results[i] as R) })
+    }, (err: unknown) => {
+      for (const w of group) w.reject(err)
+    })
+  }
+
+  /** Counts a command in flight until it is answered; the last answer releases the next wave. */
+  async #track<T> (answer: Promise<T>): Promise<T> {
+    this.#inFlight++
+    try {
+      return await answer
+    } finally {
+      if (--this.#inFlight === 0 && this.waiting > 0) this.#release()
+    }
   }
 }

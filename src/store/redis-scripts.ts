@@ -3,54 +3,73 @@
  * is defined under (EVALSHA by hash, EVAL on NOSCRIPT, by ioredis; no SCRIPT
  * command, which the store's ACL user may not run) and its call signature.
  * Every script touches the keys of one session only, so it runs on a Redis
- * Cluster (the session's hash tag puts them in one slot).
+ * Cluster (the session's hash tag puts them in one slot), except that
+ * APPEND_SCRIPT takes several sessions at once, given only on a single Redis.
  */
 
 /**
- * Appends `<id> <frame>` pairs (ARGV[5..]) to the stream KEYS[1] in order,
- * `XADD key MAXLEN ~ ARGV[1] <id> f <frame>` each. An id that is not above
- * the stream's last id (the error Redis gives for a seq already held) is
- * skipped; any other error stops the script and is returned.
+ * Appends to the streams of one or more sessions in one call (a wave of the
+ * node's append gate, append-gate.ts, or one session's chunk). KEYS hold 4
+ * keys per session: the stream, the record, the lease hash and the followed
+ * flag. ARGV holds, per session in the same order: the number of events n,
+ * MAXLEN, the TTL flag, the lease epoch, the feed channel, then n
+ * `<id> <frame>` pairs, each written as `XADD stream MAXLEN ~ max <id> f
+ * <frame>`. An id that is not above the stream's last id (the error Redis
+ * gives for a seq already held) is skipped.
  *
- * - Fencing: with an epoch in ARGV[3], nothing is written unless the lease
- *   hash KEYS[3] holds that epoch (error `FENCED`): a node whose lease lapsed
- *   or was taken can never write the log again, however late its call lands.
- * - TTL: with ARGV[2] = "1", a stream without a TTL then gets the remaining
- *   TTL of the session's record KEYS[2]: a stream created after the session
- *   ended (a late retried batch) must expire with its record.
- * - Followers: when the flag KEYS[4] exists (a node follows the session, see
- *   redis-feed.ts), the call's entries are published on the channel ARGV[4]
- *   as `<id>` and `<frame>` lines, joined by "\n" (frames are one-line JSON;
- *   the id says the seq, wherever the frame has its own). The flag keeps
- *   this to sessions somebody follows.
+ * Answers one entry per session: 0 when its events are written, else the
+ * error that stopped its writing (other sessions of the call are unaffected).
+ *
+ * - Fencing: with an epoch, nothing of that session is written unless its
+ *   lease hash holds that epoch (`FENCED`): a node whose lease lapsed or was
+ *   taken can never write the log again, however late its call lands.
+ * - TTL: with the flag "1", a stream without a TTL then gets the remaining
+ *   TTL of the session's record: a stream created after the session ended
+ *   (a late retried batch) must expire with its record.
+ * - Followers: when the followed flag exists (a node follows the session, see
+ *   redis-feed.ts), the session's entries are published on its channel as
+ *   `<id>` and `<frame>` lines, joined by "\n" (frames are one-line JSON; the
+ *   id says the seq, wherever the frame has its own). The flag keeps this to
+ *   sessions somebody follows.
+ *
+ * Keys of several sessions in one call are only given on a single Redis (on
+ * a Cluster they lie in different slots): the store merges only there.
  */
-export const APPEND_SCRIPT = `local max = ARGV[1]
-if ARGV[3] ~= '' and redis.call('HGET', KEYS[3], 'epoch') ~= ARGV[3] then
-  return redis.error_reply('FENCED lease epoch ' .. ARGV[3] .. ' is not current')
-end
-for i = 5, #ARGV, 2 do
-  local r = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', max, ARGV[i], 'f', ARGV[i + 1])
-  if type(r) == 'table' and r.err ~= nil and not string.find(r.err, 'equal or smaller than the target stream top item', 1, true) then
-    return r
+export const APPEND_SCRIPT = `local results = {}
+local a = 1
+for s = 0, #KEYS / 4 - 1 do
+  local stream, record, lease, followed = KEYS[4 * s + 1], KEYS[4 * s + 2], KEYS[4 * s + 3], KEYS[4 * s + 4]
+  local n, max, ttl, epoch, channel = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  local first, last = a + 5, a + 4 + 2 * n
+  a = last + 1
+  local result = 0
+  if epoch ~= '' and redis.call('HGET', lease, 'epoch') ~= epoch then
+    result = 'FENCED lease epoch ' .. epoch .. ' is not current'
+  else
+    for i = first, last, 2 do
+      local r = redis.pcall('XADD', stream, 'MAXLEN', '~', max, ARGV[i], 'f', ARGV[i + 1])
+      if type(r) == 'table' and r.err ~= nil and not string.find(r.err, 'equal or smaller than the target stream top item', 1, true) then
+        result = r.err
+        break
+      end
+    end
+    if result == 0 then
+      if ttl == '1' and redis.call('PTTL', stream) == -1 then
+        local left = redis.call('PTTL', record)
+        if left > 0 then redis.call('PEXPIRE', stream, left) end
+      end
+      if redis.call('EXISTS', followed) == 1 then
+        redis.call('PUBLISH', channel, table.concat(ARGV, '\\n', first, last))
+      end
+    end
   end
+  results[s + 1] = result
 end
-if ARGV[2] == '1' and redis.call('PTTL', KEYS[1]) == -1 then
-  local left = redis.call('PTTL', KEYS[2])
-  if left > 0 then redis.call('PEXPIRE', KEYS[1], left) end
-end
-if redis.call('EXISTS', KEYS[4]) == 1 then
-  local frames = {}
-  for i = 5, #ARGV, 2 do
-    frames[#frames + 1] = ARGV[i]
-    frames[#frames + 1] = ARGV[i + 1]
-  end
-  redis.call('PUBLISH', ARGV[4], table.concat(frames, '\\n'))
-end
-return 0`
+return results`
 /** APPEND_SCRIPT as an ioredis command: EVALSHA, and EVAL on NOSCRIPT, by ioredis. */
 export const APPEND_COMMAND = 'cgwAppend'
-/** Arguments after the four keys: max, ttl flag, epoch, channel, then `<id> <frame>` pairs. */
-export type Append = (events: string, meta: string, lease: string, followed: string, ...args: Array<string | number>) => Promise<unknown>
+/** The number of keys (4 per session), the keys, then each session's arguments; one answer per session. */
+export type Append = (numKeys: number, ...args: Array<string | number>) => Promise<Array<0 | string>>
 
 /**
  * Saves a session record: SET of KEYS[1] (meta) to ARGV[1]; with ARGV[2] > 0

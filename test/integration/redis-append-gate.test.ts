@@ -1,9 +1,11 @@
 /**
  * Many sessions appending at once through one RedisStore (one connection):
  * every event lands in its own session's stream, in order, and the appends
- * reach Redis in far fewer reads than there are appends, because the ones
- * that wait for the append in flight leave together (src/store/append-gate.ts).
- * A private redis-server, so its `total_reads_processed` counts only this test.
+ * reach Redis in far fewer reads and script calls than there are appends,
+ * because the ones that wait for the append in flight leave together, merged
+ * into one script call (src/store/append-gate.ts); a session fenced in a
+ * merged call is refused alone. A private redis-server, so its
+ * `total_reads_processed` and command counts are only this test's.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
@@ -16,6 +18,14 @@ async function readsProcessed (url: string): Promise<number> {
   const match = /total_reads_processed:(\d+)/.exec(info)
   assert.ok(match !== null, 'INFO stats has total_reads_processed')
   return Number(match[1])
+}
+
+/** Script calls (EVAL and EVALSHA) Redis has run so far. */
+async function scriptCalls (url: string): Promise<number> {
+  const info = String(await redisCommand(url, ['INFO', 'commandstats']))
+  let calls = 0
+  for (const match of info.matchAll(/cmdstat_(?:eval|evalsha):calls=(\d+)/g)) calls += Number(match[1])
+  return calls
 }
 
 describe('RedisStore: appends of many sessions at once', () => {
@@ -38,6 +48,7 @@ describe('RedisStore: appends of many sessions at once', () => {
     const batches = 25
     const perBatch = 3
     const before = await readsProcessed(server.url)
+    const callsBefore = await scriptCalls(server.url)
     // Each session keeps one append in flight, as its EventLog does; all sessions run at once.
     await Promise.all(Array.from({ length: sessions }, async (_v, k) => {
       for (let b = 0; b < batches; b++) {
@@ -46,6 +57,7 @@ describe('RedisStore: appends of many sessions at once', () => {
       }
     }))
     const reads = await readsProcessed(server.url) - before
+    const calls = await scriptCalls(server.url) - callsBefore
     for (let k = 0; k < sessions; k++) {
       const stored = await store.read(`s${k}`, 0, 1000)
       assert.deepEqual(stored.map((e) => e.seq), Array.from({ length: batches * perBatch }, (_v, i) => i + 1), `session s${k} in order`)
@@ -53,5 +65,24 @@ describe('RedisStore: appends of many sessions at once', () => {
     }
     const appends = sessions * batches
     assert.ok(reads <= appends / 4, `${appends} appends reached Redis in ${reads} reads`)
+    assert.ok(calls <= appends / 4, `${appends} appends were ${calls} script calls`)
+  })
+
+  it('a merged call writes every session it carries, except one whose lease was taken', async () => {
+    const ids = ['m0', 'm1', 'm2', 'm3']
+    const leases = await Promise.all(ids.map(async (id) => await store.leases.acquire(id, 'node-a', 10_000)))
+    const [l0, l1, l2, l3] = leases
+    assert.ok(l0 !== null && l1 !== null && l2 !== null && l3 !== null)
+    // m2 is taken by another node: node-a's lease for it is stale.
+    assert.ok(await store.leases.acquire('m2', 'node-b', 10_000, { takeFrom: 'node-a' }) !== null)
+    const callsBefore = await scriptCalls(server.url)
+    // The first append is in flight alone; the other three wait and leave as one call.
+    const outcomes = await Promise.allSettled(ids.map(async (id, k) => { await store.append(id, events(1, 2, id), leases[k] ?? undefined) }))
+    assert.equal(await scriptCalls(server.url) - callsBefore, 2, 'the three appends that waited were one script call')
+    assert.deepEqual(outcomes.map((o) => o.status), ['fulfilled', 'fulfilled', 'rejected', 'fulfilled'])
+    const refused = outcomes[2] as PromiseRejectedResult
+    assert.equal((refused.reason as Error).name, 'FencedError')
+    for (const id of ['m0', 'm1', 'm3']) assert.deepEqual(await store.read(id, 0, 10), events(1, 2, id), `${id} written`)
+    assert.deepEqual(await store.read('m2', 0, 10), [], 'nothing of the fenced session written')
   })
 })

@@ -1,100 +1,151 @@
 /**
  * AppendGate (src/store/append-gate.ts): appends of different sessions are
- * clocked by the one in flight, and the ones that waited are written together
- * while the connection is corked.
+ * clocked by the wave in flight; the ones that waited leave together as one
+ * merged command (split only past the size limits), written while the
+ * connection is corked, and each caller gets its own job's answer.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { AppendGate, type CorkableStream } from '../../src/store/append-gate.js'
 
-/** A stream that records cork, uncork and the writes issued between them. */
+/** A stream that records cork, uncork and the commands issued between them. */
 function recordingStream (): CorkableStream & { log: string[] } {
   const log: string[] = []
   return { log, cork: () => { log.push('cork') }, uncork: () => { log.push('uncork') } }
 }
 
-/** A write whose answer the test gives; `issued` says the command went out. */
-function deferredWrite (log: string[], name: string): { write: () => Promise<string>, answer: () => void, fail: (err: Error) => void } {
-  let answer!: () => void
-  let fail!: (err: Error) => void
-  const answered = new Promise<string>((resolve, reject) => { answer = () => { resolve(name) }; fail = reject })
-  return { write: async () => { log.push(`write ${name}`); return await answered }, answer, fail }
+interface Job { name: string, size: number }
+
+/**
+ * A gate whose commands the test answers: each merged command is logged as
+ * `write a+b` and answered (per job: `ok <name>`, or the answer the test
+ * gives) or failed when the test says.
+ */
+function harness (stream: CorkableStream & { log: string[] } | null, limits = { maxWeight: 100, maxJobs: 10 }): {
+  gate: AppendGate<Job, string>
+  log: string[]
+  commands: Array<{ answer: (per?: Record<string, string>) => void, fail: (err: Error) => void }>
+} {
+  const log = stream?.log ?? []
+  const commands: Array<{ answer: (per?: Record<string, string>) => void, fail: (err: Error) => void }> = []
+  const gate = new AppendGate<Job, string>({
+    stream: () => stream,
+    writeMany: async (jobs) => {
+      log.push(`write ${jobs.map((j) => j.name).join('+')}`)
+      return await new Promise<string[]>((resolve, reject) => {
+        commands.push({ answer: (per = {}) => { resolve(jobs.map((j) => per[j.name] ?? `ok ${j.name}`)) }, fail: reject })
+      })
+    },
+    weight: (job) => job.size,
+    ...limits
+  })
+  return { gate, log, commands }
 }
 
+const turn = async (): Promise<void> => { await new Promise((resolve) => setImmediate(resolve)) }
+
 describe('AppendGate', () => {
-  it('writes at once when nothing is in flight', async () => {
+  it('writes at once, alone and uncorked, when nothing is in flight', async () => {
     const stream = recordingStream()
-    const gate = new AppendGate(() => stream)
-    const a = deferredWrite(stream.log, 'a')
-    const done = gate.run(a.write)
-    assert.deepEqual(stream.log, ['write a'])
-    a.answer()
-    assert.equal(await done, 'a')
-    assert.deepEqual(stream.log, ['write a'])
+    const { gate, log, commands } = harness(stream)
+    const done = gate.submit({ name: 'a', size: 1 })
+    assert.deepEqual(log, ['write a'])
+    commands[0]?.answer()
+    assert.equal(await done, 'ok a')
+    assert.deepEqual(log, ['write a'])
   })
 
-  it('holds appends while one is in flight, then writes them all inside one cork', async () => {
+  it('holds appends while one is in flight, then sends them as one merged command inside one cork', async () => {
     const stream = recordingStream()
-    const gate = new AppendGate(() => stream)
-    const a = deferredWrite(stream.log, 'a')
-    const b = deferredWrite(stream.log, 'b')
-    const c = deferredWrite(stream.log, 'c')
-    const pa = gate.run(a.write)
-    const pb = gate.run(b.write)
-    const pc = gate.run(c.write)
-    await new Promise((resolve) => setImmediate(resolve))
-    assert.deepEqual(stream.log, ['write a'], 'b and c wait for a')
+    const { gate, log, commands } = harness(stream)
+    const pa = gate.submit({ name: 'a', size: 1 })
+    const pb = gate.submit({ name: 'b', size: 1 })
+    const pc = gate.submit({ name: 'c', size: 1 })
+    await turn()
+    assert.deepEqual(log, ['write a'], 'b and c wait for a')
     assert.equal(gate.waiting, 2)
-    a.answer()
-    assert.equal(await pa, 'a')
-    await new Promise((resolve) => setImmediate(resolve))
-    assert.deepEqual(stream.log, ['write a', 'cork', 'write b', 'write c', 'uncork'], 'in arrival order, in one corked write')
-    // While b and c are in flight, a new append waits for both.
-    const d = deferredWrite(stream.log, 'd')
-    const pd = gate.run(d.write)
-    b.answer()
-    assert.equal(await pb, 'b')
-    await new Promise((resolve) => setImmediate(resolve))
-    assert.equal(stream.log.includes('write d'), false, 'd waits until c is answered too')
-    c.answer()
-    assert.equal(await pc, 'c')
-    await new Promise((resolve) => setImmediate(resolve))
-    assert.deepEqual(stream.log.slice(5), ['cork', 'write d', 'uncork'])
-    d.answer()
-    assert.equal(await pd, 'd')
+    commands[0]?.answer()
+    assert.equal(await pa, 'ok a')
+    assert.deepEqual(log, ['write a', 'cork', 'write b+c', 'uncork'], 'in arrival order, one command')
+    // While b+c is in flight, a new append waits for it.
+    const pd = gate.submit({ name: 'd', size: 1 })
+    await turn()
+    assert.equal(log.includes('write d'), false, 'd waits until b+c is answered')
+    commands[1]?.answer({ c: 'FENCED lease epoch 3 is not current' })
+    assert.equal(await pb, 'ok b')
+    assert.equal(await pc, 'FENCED lease epoch 3 is not current', 'each caller gets its own job\'s answer')
+    assert.deepEqual(log.slice(4), ['write d'])
+    commands[2]?.answer()
+    assert.equal(await pd, 'ok d')
   })
 
-  it('a failed append releases the waiting ones and its error reaches only its caller', async () => {
+  it('splits a wave past the weight and job limits, in order, all inside one cork', async () => {
     const stream = recordingStream()
-    const gate = new AppendGate(() => stream)
-    const a = deferredWrite(stream.log, 'a')
-    const b = deferredWrite(stream.log, 'b')
-    const pa = gate.run(a.write)
-    const pb = gate.run(b.write)
-    a.fail(new Error('redis timed out'))
-    await assert.rejects(pa, /redis timed out/)
-    await new Promise((resolve) => setImmediate(resolve))
-    assert.deepEqual(stream.log, ['write a', 'cork', 'write b', 'uncork'])
-    b.answer()
-    assert.equal(await pb, 'b')
+    const { gate, log, commands } = harness(stream, { maxWeight: 10, maxJobs: 3 })
+    const first = gate.submit({ name: 'a', size: 1 })
+    const rest = [
+      gate.submit({ name: 'b', size: 6 }), gate.submit({ name: 'c', size: 6 }), // c does not fit beside b
+      gate.submit({ name: 'd', size: 1 }), gate.submit({ name: 'e', size: 1 }), gate.submit({ name: 'f', size: 1 }), // 3 jobs at most
+      gate.submit({ name: 'g', size: 30 }) // larger than the limit: alone
+    ]
+    commands[0]?.answer()
+    await first
+    assert.deepEqual(log, ['write a', 'cork', 'write b', 'write c+d+e', 'write f', 'write g', 'uncork'])
+    for (const c of commands.slice(1)) c.answer()
+    assert.deepEqual(await Promise.all(rest), ['ok b', 'ok c', 'ok d', 'ok e', 'ok f', 'ok g'])
     assert.equal(gate.waiting, 0)
   })
 
-  it('without a connection to cork, the waiting appends are still released together', async () => {
-    const log: string[] = []
-    const gate = new AppendGate(() => null)
-    const a = deferredWrite(log, 'a')
-    const b = deferredWrite(log, 'b')
-    const c = deferredWrite(log, 'c')
-    const pa = gate.run(a.write)
-    const pb = gate.run(b.write)
-    const pc = gate.run(c.write)
-    a.answer()
+  it('a failed command releases the waiting appends and its error reaches only the jobs it carried', async () => {
+    const stream = recordingStream()
+    const { gate, log, commands } = harness(stream)
+    const pa = gate.submit({ name: 'a', size: 1 })
+    const pb = gate.submit({ name: 'b', size: 1 })
+    commands[0]?.fail(new Error('redis timed out'))
+    await assert.rejects(pa, /redis timed out/)
+    assert.deepEqual(log, ['write a', 'write b'])
+    commands[1]?.answer()
+    assert.equal(await pb, 'ok b')
+    assert.equal(gate.waiting, 0)
+  })
+
+  it('an append that cannot be merged (run) goes in the next wave beside the merged command', async () => {
+    const stream = recordingStream()
+    const { gate, log, commands } = harness(stream)
+    const pa = gate.submit({ name: 'a', size: 1 })
+    let answerBig!: () => void
+    const big = gate.run(async () => {
+      log.push('write big')
+      return await new Promise<string>((resolve) => { answerBig = () => { resolve('big done') } })
+    })
+    const pb = gate.submit({ name: 'b', size: 1 })
+    await turn()
+    assert.deepEqual(log, ['write a'])
+    commands[0]?.answer()
     await pa
-    await new Promise((resolve) => setImmediate(resolve))
-    assert.deepEqual(log, ['write a', 'write b', 'write c'])
-    b.answer()
-    c.answer()
-    assert.deepEqual(await Promise.all([pb, pc]), ['b', 'c'])
+    assert.deepEqual(log, ['write a', 'cork', 'write b', 'write big', 'uncork'])
+    // The next wave waits for both the merged command and the large write.
+    const pc = gate.submit({ name: 'c', size: 1 })
+    commands[1]?.answer()
+    assert.equal(await pb, 'ok b')
+    await turn()
+    assert.equal(log.includes('write c'), false, 'c waits for the large write too')
+    answerBig()
+    assert.equal(await big, 'big done')
+    assert.equal(log.at(-1), 'write c')
+    commands[2]?.answer()
+    assert.equal(await pc, 'ok c')
+  })
+
+  it('without a connection to cork, the waiting appends still leave together', async () => {
+    const { gate, log, commands } = harness(null)
+    const pa = gate.submit({ name: 'a', size: 1 })
+    const pb = gate.submit({ name: 'b', size: 1 })
+    const pc = gate.submit({ name: 'c', size: 1 })
+    commands[0]?.answer()
+    await pa
+    assert.deepEqual(log, ['write a', 'write b+c'])
+    commands[1]?.answer()
+    assert.deepEqual(await Promise.all([pb, pc]), ['ok b', 'ok c'])
   })
 })
