@@ -14,7 +14,7 @@ import { isResult } from '../support/frames.js'
 import { type TestClient, type TestGateway, eventually } from '../support/gateway.js'
 import { client, gateway, holderOf, LIMITS } from '../support/sessions.js'
 import { SseReader } from '../support/sse-reader.js'
-import { settled, turn } from './resume-helpers.js'
+import { settled } from './resume-helpers.js'
 
 const BUDGET = 256 * 1024
 const ENV = { ...LIMITS, WS_MAX_BUFFERED_BYTES: String(BUDGET), KEEPALIVE_INTERVAL_MS: '600000' }
@@ -44,6 +44,45 @@ async function clientCount (gw: TestGateway, id: string): Promise<number> {
   return (await gw.request('GET', `/v1/sessions/${id}`)).body.clients as number
 }
 
+/**
+ * Turns whose frames together stay under the budget even if the kernel took
+ * none of them: 6 × 30 KB (about 185 KB framed), 40 × 4 KB (about 165 KB).
+ */
+const TURN_30K = 'burst 6 30000'
+const TURN_4K = 'burst 40 4000'
+/** Far past any loopback buffers (tens of MB): a bound that never ends the stalled client fails here instead of hanging. */
+const MAX_TURNS = 400
+
+/**
+ * The holder prompts `prompt` turn after turn until `done()`, each turn
+ * settled (its frames read by the holder and by every client in `readers`)
+ * before the next; returns the last seq. The clients of a test read in this
+ * process, between the gateway's own work: sent as one 12 MB burst, the
+ * CLI outran them by megabytes on a loaded machine and the gateway, rightly,
+ * ended the holder too as a slow consumer (past the loopback buffers and the
+ * budget), while the test waited 30 s on its `result`. One turn at a time,
+ * a client that reads never holds more than a turn's frames, below the
+ * budget; the stalled client gets them all and nobody waits on it.
+ */
+async function turnsUntil (gw: TestGateway, id: string, holder: TestClient, readers: TestClient[], prompt: string,
+  done: (turns: number) => boolean | Promise<boolean>, what: string): Promise<number> {
+  let last = 0
+  for (let turns = 0; !(await done(turns)); turns++) {
+    if (turns === MAX_TURNS) assert.fail(`${what}: still not after ${turns} turns of '${prompt}'`)
+    const from = holder.frames.length
+    holder.sendUser(prompt)
+    // A closed holder never sees its result: fail at once, saying so.
+    await holder.until(() => holder.closeCode !== null || holder.frames.slice(from).some(isResult), 30_000, 'the turn to end')
+    assert.equal(holder.closeCode, null, 'the holder, reading every turn, is not a slow consumer')
+    last = await settled(gw, id, holder, 30_000, from)
+    for (const reader of readers) {
+      await reader.until(() => reader.closeCode !== null || reader.seqFrames.some((f) => f.seq === last), 30_000, `seq ${last}`)
+      assert.equal(reader.closeCode, null, 'a client reading every turn is not a slow consumer')
+    }
+  }
+  return last
+}
+
 describe('slow and stalled clients', () => {
   it('a live client that stalls is ended with 4008: its unsent frames are dropped, so the code is next when it reads again', async (t) => {
     const gw = await gateway(t, { env: ENV })
@@ -51,10 +90,8 @@ describe('slow and stalled clients', () => {
     const slow = await client(gw, t, id, 'role=observer&after=0')
     rawSocket(slow).pause()
 
-    // 12 MB: far more than the loopback socket buffers (a few MB) and the budget together.
-    holder.sendUser('burst 400 30000')
-    await holder.waitFor(isResult, 30_000)
-    await eventually(() => closing(gw).length === 1, 10_000, 'the gateway to end the stalled client')
+    // Until the loopback socket buffers (a few MB, more on some hosts) and the budget are full.
+    await turnsUntil(gw, id, holder, [], TURN_30K, () => closing(gw).length === 1, 'the gateway to end the stalled client')
     const ahead = (closing(gw)[0] as unknown as { _socket: Socket })._socket.writableLength
     assert.ok(ahead <= AHEAD_OF_CLOSE_MAX, `${ahead} bytes wait ahead of the close frame`)
     rawSocket(slow).resume()
@@ -66,10 +103,31 @@ describe('slow and stalled clients', () => {
     await eventually(async () => await clientCount(gw, id) === 1, 5000, 'the slow client to be detached')
   })
 
+  it('a holder that stalls is ended with 4008 like any client: the turn goes on without it, and it resumes after its last seq', async (t) => {
+    const gw = await gateway(t, { env: ENV })
+    const { id, holder } = await holderOf(gw, t, { query: 'after=0' })
+    // What a loaded machine did to the first test's holder before its bursts were split into turns.
+    rawSocket(holder).pause()
+    holder.sendUser('burst 1000 30000') // 30 MB: past any loopback buffers and the budget
+    await eventually(() => closing(gw).length === 1, 30_000, 'the gateway to end the stalled holder')
+    rawSocket(holder).resume()
+    assert.equal(await holder.waitClose(10_000), 4008)
+    const got = seqsOf(holder)
+    assert.deepEqual(got, range(1, got.length), 'a gap-free prefix, to resume after')
+    assert.ok(!holder.frames.some(isResult), 'ended before the end of the turn')
+
+    // The session did not wait on its holder. (A replay that met the rest of the burst live would
+    // hold it for the client, 30 KB frames, past the budget: see the next test.)
+    await eventually(async () => (await gw.request('GET', `/v1/sessions/${id}`)).body.turn_running === false, 30_000, 'the turn to end')
+    const again = await client(gw, t, id, `after=${got.length}`)
+    await again.waitFor(isResult, 30_000)
+    assert.equal(again.seqFrames[0]?.seq, got.length + 1)
+  })
+
   it('a client that stalls during its replay is ended once live frames pass the budget; one that reads is not', async (t) => {
     const gw = await gateway(t, { env: ENV })
     const { id, holder } = await holderOf(gw, t)
-    const historyEnd = await turn(gw, id, holder, 'burst 1500 4000', 30_000) // ~6 MB of history
+    const historyEnd = await turnsUntil(gw, id, holder, [], TURN_4K, (turns) => turns === 38, 'history') // ~6 MB
 
     const stalled = await gw.connect(id, 'role=observer&after=0')
     t.after(() => stalled.terminate())
@@ -81,12 +139,9 @@ describe('slow and stalled clients', () => {
     assert.equal(reader.closeCode, null, 'a client reading its replay is not a slow consumer')
     assert.ok(seqsOf(stalled).length < historyEnd, 'the stalled replay is stuck')
 
-    // About 3 MB of live frames, held for the stalled client while its replay waits: about 64 of
-    // them pass its budget. Without a bound they would all be held until the heartbeat (10 min here).
-    const from = holder.frames.length
-    holder.sendUser('burst 750 4000')
-    const end = await settled(gw, id, holder, 30_000, from)
-    await eventually(() => closing(gw).length === 1, 10_000, 'the gateway to end the client stalled in its replay')
+    // Live frames, held for the stalled client while its replay waits: about 64 of them pass its
+    // budget. Without a bound they would all be held until the heartbeat (10 min here).
+    const end = await turnsUntil(gw, id, holder, [reader], TURN_4K, () => closing(gw).length === 1, 'the gateway to end the client stalled in its replay')
 
     rawSocket(stalled).resume()
     assert.equal(await stalled.waitClose(10_000), 4008)
@@ -109,10 +164,7 @@ describe('slow and stalled clients', () => {
     await sse.until(() => sse.events.find((e) => e.event === 'gateway' && JSON.parse(e.data).subtype === 'hello'))
     sse.pause()
 
-    const from = holder.frames.length
-    holder.sendUser('burst 400 30000')
-    await settled(gw, id, holder, 30_000, from)
-    await eventually(async () => await clientCount(gw, id) === 1, 10_000, 'the stalled stream to be ended')
+    await turnsUntil(gw, id, holder, [], TURN_30K, async () => await clientCount(gw, id) === 1, 'the stalled stream to be ended')
 
     sse.resume()
     await sse.until(() => sse.ended, 10_000, 'the stream to end')
