@@ -25,11 +25,15 @@ export interface CliProcessOptions {
   stderrTailLines?: number
 }
 
+const NEWLINE = 0x0a
+
 export class CliProcess implements CliHandle {
   readonly #child: ChildProcessWithoutNullStreams
   readonly #options: CliProcessOptions
   readonly #callbacks: CliCallbacks
-  readonly #log: Logger
+  readonly #sessionId: string
+  /** Made on first use: most idle CLIs log nothing until they exit. */
+  #logger: Logger | null = null
   readonly #stderrTail: string[] = []
   readonly #exited: Promise<CliExit>
   #resolveExit!: (exit: CliExit) => void
@@ -39,7 +43,7 @@ export class CliProcess implements CliHandle {
   constructor (spec: CliSpawnSpec, callbacks: CliCallbacks, options: CliProcessOptions) {
     this.#options = options
     this.#callbacks = callbacks
-    this.#log = options.logger.child({ session: spec.sessionId })
+    this.#sessionId = spec.sessionId
     this.#exited = new Promise((resolve) => { this.#resolveExit = resolve })
 
     this.#child = spawn(spec.command, spec.args, {
@@ -66,14 +70,24 @@ export class CliProcess implements CliHandle {
     child.stdout.on('data', (chunk: Buffer) => splitter.push(chunk))
     child.stdout.on('end', () => splitter.end())
 
-    let stderrRest = ''
-    child.stderr.setEncoding('utf8')
-    child.stderr.on('data', (text: string) => {
-      const lines = (stderrRest + text).split('\n')
-      stderrRest = lines.pop() ?? ''
-      for (const line of lines) this.#stderrLine(line)
+    // Split as bytes and decoded per line (a character split across chunks never holds a
+    // newline byte): no StringDecoder and its buffer kept per idle CLI, as setEncoding would.
+    let stderrRest: Buffer | null = null
+    child.stderr.on('data', (chunk: Buffer) => {
+      let start = 0
+      for (let nl = chunk.indexOf(NEWLINE); nl !== -1; nl = chunk.indexOf(NEWLINE, start)) {
+        const piece = chunk.subarray(start, nl)
+        this.#stderrLine((stderrRest === null ? piece : Buffer.concat([stderrRest, piece])).toString('utf8'))
+        stderrRest = null
+        start = nl + 1
+      }
+      if (start < chunk.length) {
+        // Copied: the chunk's memory belongs to the stream.
+        const piece = chunk.subarray(start)
+        stderrRest = stderrRest === null ? Buffer.from(piece) : Buffer.concat([stderrRest, piece])
+      }
     })
-    child.stderr.on('end', () => { if (stderrRest !== '') this.#stderrLine(stderrRest) })
+    child.stderr.on('end', () => { if (stderrRest !== null) this.#stderrLine(stderrRest.toString('utf8')) })
 
     // A write racing the CLI's exit fails with EPIPE; the exit report covers it.
     child.stdin.on('error', (err) => this.#log.debug({ err }, 'cli stdin error'))
@@ -110,6 +124,11 @@ export class CliProcess implements CliHandle {
     if (await this.#waitExit(this.#options.stopTimeoutMs)) return this.#exited
     this.#signalGroup('SIGKILL')
     return this.#exited
+  }
+
+  get #log (): Logger {
+    this.#logger ??= this.#options.logger.child({ session: this.#sessionId })
+    return this.#logger
   }
 
   #stderrLine (line: string): void {

@@ -49,7 +49,8 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
   readonly #o: ControlPlaneOptions<P>
   readonly #timers: Timers
   readonly #pending: PendingRequests
-  readonly #clientRequests = new Map<string, { port: P, timer: unknown }>()
+  /** Client requests waiting on the CLI; made on first use (most sessions never send one). */
+  #clientRequests: Map<string, { port: P, timer: unknown }> | null = null
   #kept: Record<string, unknown> | undefined
   /** False from spawn until this CLI was given its one initialize (the holder's, or the gateway's). */
   #initialized = true
@@ -139,7 +140,7 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
     // CLIENT_CONTROL_ALLOW, stdio MCP servers, mode fields naming bypassPermissions, what initialize may carry.
     const refused = this.#o.policy.checkClientRequest(frame.request, this.#o.policyScope())
     if (refused !== null) { refuse(refused.code, refused.message); return }
-    if (this.#clientRequests.has(id) || this.#pending.get(id) !== undefined) { refuse('duplicate_request_id'); return }
+    if (this.#clientRequests?.has(id) === true || this.#pending.get(id) !== undefined) { refuse('duplicate_request_id'); return }
     if (initialize) {
       this.#kept = frame.request
       this.#o.effects({ kind: 'keep_initialize', request: frame.request })
@@ -153,18 +154,19 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
       this.toCli(frame)
     }
     const timer = this.#timers.set(() => {
-      this.#clientRequests.delete(id)
+      this.#clientRequests?.delete(id)
       refuse('request_timeout')
     }, this.#o.clientRequestTimeoutMs)
+    this.#clientRequests ??= new Map()
     this.#clientRequests.set(id, { port, timer })
   }
 
   /** The CLI answered a request (a client's, or its initialize): it no longer times out. */
   cliResponse (requestId: string): void {
-    const waiting = this.#clientRequests.get(requestId)
+    const waiting = this.#clientRequests?.get(requestId)
     if (waiting === undefined) return
     this.#timers.clear(waiting.timer)
-    this.#clientRequests.delete(requestId)
+    this.#clientRequests?.delete(requestId)
   }
 
   /** Unknown frame types pass, but for one that would set the CLI's environment (unless the policy lets it). */
@@ -214,11 +216,11 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
   cliExited (): void {
     this.#clearHold()
     for (const pending of this.#pending.takeAll()) this.#resolved(pending, 'cancelled', null)
-    for (const [id, waiting] of this.#clientRequests) {
+    for (const [id, waiting] of this.#clientRequests ?? []) {
       this.#timers.clear(waiting.timer)
       this.#send(waiting.port, controlErrorFrame(id, 'session_not_running', 'The CLI exited before answering'))
     }
-    this.#clientRequests.clear()
+    this.#clientRequests?.clear()
   }
 
   #timedOut (pending: PendingRequest): void {

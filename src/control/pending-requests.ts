@@ -35,14 +35,15 @@ const RESOLVED_MEMORY = 1000
 
 export class PendingRequests {
   readonly #o: PendingRequestsOptions
-  readonly #pending = new Map<string, { entry: PendingRequest, timer: unknown }>()
+  /** Made on first use: most sessions never get a control request (issue 14: memory per idle session). */
+  #pending: Map<string, { entry: PendingRequest, timer: unknown }> | null = null
   readonly #resolved = new RecentIds(RESOLVED_MEMORY)
 
   constructor (options: PendingRequestsOptions) {
     this.#o = options
   }
 
-  get size (): number { return this.#pending.size }
+  get size (): number { return this.#pending?.size ?? 0 }
 
   add (entry: PendingRequest): void {
     const ms = entry.subtype === 'can_use_tool' ? this.#o.permissionTimeoutMs : this.#o.controlTimeoutMs
@@ -51,19 +52,20 @@ export class PendingRequests {
         if (this.take(entry.requestId) !== undefined) this.#o.onTimeout(entry)
       }, ms)
       : null
+    this.#pending ??= new Map()
     this.#pending.set(entry.requestId, { entry, timer })
   }
 
   get (requestId: string): PendingRequest | undefined {
-    return this.#pending.get(requestId)?.entry
+    return this.#pending?.get(requestId)?.entry
   }
 
   /** Removes and returns a pending request; it then counts as resolved. */
   take (requestId: string): PendingRequest | undefined {
-    const slot = this.#pending.get(requestId)
+    const slot = this.#pending?.get(requestId)
     if (slot === undefined) return undefined
     if (slot.timer !== null) this.#o.timers.clear(slot.timer)
-    this.#pending.delete(requestId)
+    this.#pending?.delete(requestId)
     this.#resolved.seen(requestId)
     return slot.entry
   }
@@ -74,7 +76,7 @@ export class PendingRequests {
 
   /** Pending requests, oldest first. */
   list (): PendingRequest[] {
-    return [...this.#pending.values()].map((s) => s.entry)
+    return this.#pending === null ? [] : [...this.#pending.values()].map((s) => s.entry)
   }
 
   /** Takes every pending request (the CLI exited). */

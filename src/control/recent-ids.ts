@@ -5,19 +5,21 @@
  */
 export class RecentIds {
   readonly #max: number
-  readonly #ids = new Set<string>()
+  /** Made on first use: most sessions never see an id of some kinds (issue 14: memory per idle session). */
+  #ids: Set<string> | null = null
 
   constructor (max: number) {
     this.#max = max
   }
 
-  has (id: string): boolean { return this.#ids.has(id) }
+  has (id: string): boolean { return this.#ids?.has(id) ?? false }
 
   /** Remembers `id`; true when it was already remembered. */
   seen (id: string): boolean {
-    if (this.#ids.has(id)) return true
-    this.#ids.add(id)
-    if (this.#ids.size > this.#max) this.#ids.delete(this.#ids.values().next().value as string)
+    const ids = this.#ids ??= new Set()
+    if (ids.has(id)) return true
+    ids.add(id)
+    if (ids.size > this.#max) ids.delete(ids.values().next().value as string)
     return false
   }
 }

@@ -66,7 +66,7 @@ export class SessionLease {
   /** Client frames that wait for `own` to settle, in arrival order. */
   #waiting: Array<{ port: ClientPort, frame: ClientFrame }> | null = null
   /** How often each frame was tried here again after its owner turned out to be nobody (`#toOwner`). */
-  readonly #ownRetries = new WeakMap<ClientFrame, number>()
+  #ownRetries: WeakMap<ClientFrame, number> | null = null
   /** Set once fenced: another node owns the session; the session object is dropped. */
   #gone = false
   /** A `disown` in progress (close waits for its release to reach the store before the store closes). */
@@ -242,12 +242,13 @@ export class SessionLease {
       return
     }
     if (owner === null || owner === route.node) {
-      const tries = this.#ownRetries.get(frame) ?? 0
+      const tries = this.#ownRetries?.get(frame) ?? 0
       if (tries >= OWN_RETRIES || this.#gone) {
         if (!this.#gone) h.log.warn({ tries }, 'the session lease was refused again and again while no other node held it; frame refused')
         this.#refuseElsewhere(port, frame)
         return
       }
+      this.#ownRetries ??= new WeakMap()
       this.#ownRetries.set(frame, tries + 1)
       // As if it had just arrived: behind any frame that came meanwhile, and along the same
       // route if one of those was sent to a node that took the lease in between.

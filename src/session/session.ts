@@ -20,28 +20,28 @@
 import type { Logger } from 'pino'
 import type { CliExit, CliHandle, CliSpawnSpec } from '../cli/cli-handle.js'
 import { GatewayError, errorTable } from '../errors.js'
-import type { AnswerInput, AnswerResult, ControlEffect } from '../control/control-effects.js'
+import type { AnswerInput, AnswerResult, CliState, ControlEffect } from '../control/control-effects.js'
 import { ControlPlane } from '../control/control-plane.js'
 import type { PendingRequest } from '../control/pending-requests.js'
 import { RecentIds } from '../control/recent-ids.js'
 import { type MetricsSink, noopMetrics } from '../metrics/sink.js'
 import type { ClientFrame, ControlRequestFrame } from '../protocol/client-frames.js'
-import { type Lease, type SessionRecord, type SessionStatus, isFinal } from '../store/store.js'
-import { EventLog } from './event-log.js'
+import { type EventStore, type Lease, type SessionRecord, type SessionStatus, isFinal } from '../store/store.js'
+import { EventLog, type EventLogOptions, type LogEvent, type OverflowEpisode, type SeqRange } from './event-log.js'
 import { Audience, type ClientPort, type Role } from './audience.js'
-import { CliOutput } from './cli-output.js'
-import { ClientInput } from './client-input.js'
-import { ConversationSaves } from './conversation-saves.js'
+import { CliOutput, type CliOutputHost } from './cli-output.js'
+import { ClientInput, type ClientInputHost } from './client-input.js'
+import { ConversationSaves, type ConversationSavesOptions } from './conversation-saves.js'
 import { RETRY_AFTER_MS, helloFrame } from './hello-frame.js'
 import { IdleTimer } from './idle-timer.js'
-import { type OwnerOp, OwnerCalls } from './owner-calls.js'
-import { RecordWriter } from './record-writer.js'
+import { type OwnerOp, OwnerCalls, type OwnerCallsHost } from './owner-calls.js'
+import { RecordWriter, type RecordWriterOptions } from './record-writer.js'
 import { replay, resumePoint } from './replay.js'
 import { type SessionEvents, type SessionRef, noSessionEvents } from './session-events.js'
-import type { SessionDeps as BaseDeps } from './session-deps.js'
-import { SessionFollower } from './session-follower.js'
-import { SessionLease } from './session-lease.js'
-import { StatusRecorder } from './status-recorder.js'
+import type { SessionDeps as BaseDeps, SessionOwnership, SessionRoute } from './session-deps.js'
+import { type FollowerHost, SessionFollower } from './session-follower.js'
+import { type LeaseHost, SessionLease } from './session-lease.js'
+import { type StatusHost, StatusRecorder } from './status-recorder.js'
 import { sessionView } from './session-view.js'
 import { errorFrame, gatewayFrame } from './frames.js'
 import { Turns } from './turns.js'
@@ -51,6 +51,9 @@ export type { AnswerInput, AnswerResult } from '../control/control-effects.js'
 export type { SessionLimits } from './session-deps.js'
 
 export type SessionDeps = BaseDeps<Session>
+
+/** Everything the event log and the collaborators are given (each sees only its own interface of it). */
+type SessionHost = EventLogOptions & LeaseHost & FollowerHost & StatusHost & CliOutputHost & OwnerCallsHost & ClientInputHost & RecordWriterOptions & ConversationSavesOptions
 
 const UUID_MEMORY = 1000
 
@@ -79,9 +82,100 @@ export class Session {
   readonly #status: StatusRecorder
   #cli: CliHandle | null = null
   #stopping = false
-  /** Settles once the running CLI's exit has been recorded (its status frame and record queued). */
-  #exitHandled: Promise<void> = Promise.resolve()
-  #exitDone: () => void = () => {}
+  /** True from a CLI's start until its exit has been recorded (its status frame and record queued). */
+  #exitPending = false
+  /** Who waits for that (close); a promise is made only for them, not per CLI (issue 14). */
+  #exitWaiters: Array<() => void> | null = null
+
+  /**
+   * What the event log and every collaborator are given (each sees its own interface of it):
+   * one small object per session, whose members live on one shared prototype. A closure per
+   * callback and a `{ ...shared, extra }` copy per collaborator (each with a hidden class of
+   * its own) cost about 7 KiB per idle session (issue 14). Declared in Session's body so it
+   * reaches the session's private state.
+   */
+  static readonly #Host = class implements SessionHost {
+    readonly #s: Session
+    constructor (session: Session) { this.#s = session }
+
+    get id (): string { return this.#s.id }
+    get record (): SessionRecord { return this.#s.#record }
+    get events (): EventLog { return this.#s.#events }
+    get audience (): Audience { return this.#s.#audience }
+    get control (): ControlPlane<ClientPort> { return this.#s.#control }
+    get log (): Logger { return this.#s.#log }
+    get store (): EventStore { return this.#s.#deps.store }
+    get route (): SessionRoute | undefined { return this.#s.#deps.route }
+    get ownership (): SessionOwnership { return this.#s.#deps.ownership }
+    get seenUuids (): RecentIds { return this.#s.#seenUuids }
+    get metrics (): MetricsSink { return this.#s.#metrics }
+    get notify (): SessionEvents { return this.#s.#notify }
+    get ref (): SessionRef { return this.#s.#ref }
+    get conversation (): SessionDeps['conversation'] { return this.#s.#deps.conversation }
+    get carry (): SessionDeps['conversation'] { return this.#s.#deps.conversation }
+    get follower (): SessionFollower { return this.#s.#follower }
+    get writes (): RecordWriter { return this.#s.#writes }
+    get saves (): ConversationSaves { return this.#s.#saves }
+
+    lease (): Lease | null { return this.#s.#lease.lease }
+    owned (): boolean { return this.#s.#lease.owned }
+    gone (): boolean { return this.#s.#lease.gone }
+    onFenced (): void { this.#s.fence() }
+    fenced (): void { this.#s.#deps.onFenced(this.#s) }
+    promoteHolder (): void { this.#s.#promoteHolder() }
+    handleFrame (port: ClientPort, frame: ClientFrame): void { this.#s.handleFrame(port, frame) }
+    answer (requestId: string, input: AnswerInput, by: string): AnswerResult { return this.#s.answer(requestId, input, by) }
+    persist (): void { this.#s.#writes.persist() }
+    changed (): void { this.#s.#deps.onStatus(this.#s) }
+    pid (): number | null { return this.#s.#cli?.pid ?? null }
+    cliRunning (): boolean { return this.#s.#cli !== null }
+    cliState (): CliState { return this.#s.#cliState() }
+    markLost (): Promise<void> { return this.#s.markLost() }
+    endCli (): void {
+      const s = this.#s
+      s.#idle.disarm()
+      const cli = s.#cli
+      s.#stopping = true
+      if (cli !== null) void cli.stop()
+    }
+
+    setStatus (status: SessionStatus): void { this.#s.#status.set(status) }
+    turnEnded (): void { this.#s.#turns.end(); void this.#s.#saves.save() }
+    busy (): void { this.#s.#idle.disarm() }
+    armIdle (): void { this.#s.#armIdle() }
+    ended (): boolean { return isFinal(this.#s.#record.status) }
+    refresh (): Promise<void> { return this.#s.refresh() }
+    snapshot (): Record<string, unknown> { return this.#s.snapshot() }
+    stop (why: string): Promise<void> { return this.#s.stop(why) }
+    pending (): PendingRequest[] { return this.#s.pendingRequests }
+    start (): GatewayError | null { return this.#s.start() }
+    turnStarted (): void { this.#s.#idle.disarm(); this.#s.#turns.begin() }
+
+    // The event log's (EventLogOptions); sessionId, lastSeq and lostRanges are read when it is made.
+    get sessionId (): string { return this.#s.id }
+    get lastSeq (): number { return this.#s.#record.last_seq }
+    get lostRanges (): SeqRange[] | undefined { return this.#s.#record.lost_ranges }
+    get maxUnsaved (): number { return this.#s.#deps.limits.storeQueueMax }
+    get logger (): Logger { return this.#s.#deps.logger }
+    onCommit (committed: LogEvent[]): void { this.#s.#audience.broadcast(committed) }
+    onDegraded (degraded: boolean, lost: OverflowEpisode | null): void {
+      const s = this.#s
+      s.#metrics.storeDegradedChanged()
+      const totals = lost === null ? {} : { missing_from: lost.from, missing_to: lost.to, dropped: lost.dropped }
+      s.#audience.sendAll(gatewayFrame('store', { state: degraded ? 'degraded' : 'ok', ...totals }))
+      // The store may have lost the record meanwhile (e.g. Redis restarted without persistence),
+      // and it must learn the ranges dropped: save it again.
+      if (!degraded) s.#writes.persist()
+    }
+
+    onOverflow (episode: OverflowEpisode): void {
+      this.#s.#audience.sendAll(errorFrame('store_overflow', errorTable.store_overflow.message, {
+        missing_from: episode.from, missing_to: episode.to, dropped: episode.dropped
+      }))
+    }
+
+    async reclaim (lease: Lease): Promise<boolean> { return await this.#s.#deps.ownership.reclaim(lease) }
+  }
 
   /** `lease`: this node's lease when it owns the session (created or taken here), else null. */
   constructor (record: SessionRecord, deps: SessionDeps, lease: Lease | null = null) {
@@ -92,113 +186,34 @@ export class Session {
     this.#metrics = deps.metrics ?? noopMetrics
     this.#notify = deps.events ?? noSessionEvents
     this.#ref = { sessionId: record.id, tenant: record.tenant }
-    const audience = this.#audience = new Audience(this.#metrics)
+    this.#audience = new Audience(this.#metrics)
     this.#idle = new IdleTimer(deps.limits.idleTimeoutMs, () => { void this.stop('idle') })
-    const events = this.#events = new EventLog({
-      sessionId: record.id,
-      store: deps.store,
-      lastSeq: record.last_seq,
-      maxUnsaved: deps.limits.storeQueueMax,
-      lostRanges: record.lost_ranges,
-      logger: deps.logger,
-      onCommit: (committed) => this.#audience.broadcast(committed),
-      onDegraded: (degraded, lost) => {
-        this.#metrics.storeDegradedChanged()
-        const totals = lost === null ? {} : { missing_from: lost.from, missing_to: lost.to, dropped: lost.dropped }
-        this.#audience.sendAll(gatewayFrame('store', { state: degraded ? 'degraded' : 'ok', ...totals }))
-        // The store may have lost the record meanwhile (e.g. Redis restarted without persistence),
-        // and it must learn the ranges dropped: save it again.
-        if (!degraded) this.#writes.persist()
-      },
-      onOverflow: (episode) => this.#audience.sendAll(errorFrame('store_overflow', errorTable.store_overflow.message, {
-        missing_from: episode.from, missing_to: episode.to, dropped: episode.dropped
-      })),
-      lease: () => this.#lease.lease,
-      onFenced: () => this.fence(),
-      reclaim: async (lease) => await deps.ownership.reclaim(lease)
-    })
-    const cliState = (): 'stopped' | 'stopping' | 'running' => this.#cli === null ? 'stopped' : this.#stopping ? 'stopping' : 'running'
-    const control = this.#control = new ControlPlane<ClientPort>({
-      ...deps.limits,
+    const host = new Session.#Host(this)
+    this.#events = new EventLog(host)
+    const limits = deps.limits
+    // Listed, not spread: a spread copy gets a hidden class of its own per session.
+    this.#control = new ControlPlane<ClientPort>({
+      permissionTimeoutMs: limits.permissionTimeoutMs,
+      controlRequestTimeoutMs: limits.controlRequestTimeoutMs,
+      clientRequestTimeoutMs: limits.clientRequestTimeoutMs,
+      initializeHoldMs: limits.initializeHoldMs,
       policy: deps.policy,
       policyScope: deps.policyScope,
       initialize: record.initialize,
-      cliState,
+      cliState: () => this.#cliState(),
       startCli: (opening) => this.start(opening),
       effects: (effect) => this.#apply(effect),
       logger: log,
       metrics: this.#metrics
     })
-    const currentLease = (): Lease | null => this.#lease.lease
-    const owned = (): boolean => this.#lease.owned
-    const fence = (): void => this.fence()
-    const promoteHolder = (): void => this.#promoteHolder()
-    const handleFrame = (port: ClientPort, frame: ClientFrame): void => this.handleFrame(port, frame)
-    const answer = (requestId: string, input: AnswerInput, by: string): AnswerResult => this.answer(requestId, input, by)
-    const shared = { id: record.id, record, events, audience, control, log, store: deps.store, route: deps.route, ownership: deps.ownership, seenUuids: this.#seenUuids }
-    this.#writes = new RecordWriter({ ...shared, lease: currentLease, onFenced: fence })
-    this.#status = new StatusRecorder({
-      ...shared,
-      notify: this.#notify,
-      ref: this.#ref,
-      persist: () => this.#writes.persist(),
-      changed: () => deps.onStatus(this),
-      pid: () => this.#cli?.pid ?? null
-    })
-    this.#saves = new ConversationSaves({ carry: deps.conversation, lease: currentLease, onFenced: fence, log })
-    this.#follower = new SessionFollower({
-      ...shared,
-      owned,
-      gone: () => this.#lease.gone,
-      promoteHolder,
-      handleFrame
-    })
-    this.#lease = new SessionLease({
-      ...shared,
-      conversation: deps.conversation,
-      follower: this.#follower,
-      writes: this.#writes,
-      saves: this.#saves,
-      cliRunning: () => this.#cli !== null,
-      handleFrame,
-      markLost: () => this.markLost(),
-      promoteHolder,
-      endCli: () => {
-        this.#idle.disarm()
-        const cli = this.#cli
-        this.#stopping = true
-        if (cli !== null) void cli.stop()
-      },
-      fenced: () => deps.onFenced(this)
-    }, lease)
-    this.#output = new CliOutput({
-      ...shared,
-      metrics: this.#metrics,
-      notify: this.#notify,
-      ref: this.#ref,
-      setStatus: (status) => this.#status.set(status),
-      persist: () => this.#writes.persist(),
-      turnEnded: () => { this.#turns.end(); void this.#saves.save() },
-      busy: () => this.#idle.disarm(),
-      armIdle: () => this.#armIdle()
-    })
-    this.#calls = new OwnerCalls({
-      ...shared,
-      owned,
-      answer,
-      ended: () => isFinal(record.status),
-      refresh: () => this.refresh(),
-      snapshot: () => this.snapshot(),
-      stop: (why) => this.stop(why),
-      pending: () => this.pendingRequests
-    })
-    this.#input = new ClientInput({
-      ...shared,
-      cliState,
-      answer,
-      start: () => this.start(),
-      turnStarted: () => { this.#idle.disarm(); this.#turns.begin() }
-    })
+    this.#writes = new RecordWriter(host)
+    this.#status = new StatusRecorder(host)
+    this.#saves = new ConversationSaves(host)
+    this.#follower = new SessionFollower(host)
+    this.#lease = new SessionLease(host, lease)
+    this.#output = new CliOutput(host)
+    this.#calls = new OwnerCalls(host)
+    this.#input = new ClientInput(host)
   }
 
   get tenant (): string { return this.#record.tenant }
@@ -289,7 +304,7 @@ export class Session {
       return this.#status.spawnFailed(err)
     }
     this.#cli = cli
-    this.#exitHandled = new Promise((resolve) => { this.#exitDone = resolve })
+    this.#exitPending = true
     this.#status.set('starting')
     this.#control.cliStarted(opening)
     this.#armIdle()
@@ -320,7 +335,7 @@ export class Session {
     await this.stop('shutdown')
     // The CLI's end is recorded by its exit handler, which may run after stop() returned:
     // released before that, the lease would be gone when the 'stopped' record is written.
-    await this.#exitHandled
+    await this.#exitHandled()
     await this.#writes.settle(deadlineMs)
     await this.#saves.save()
     await this.#lease.disowning
@@ -489,6 +504,26 @@ export class Session {
     if (this.#cli === null || !this.#cli.write(JSON.stringify(message))) {
       this.#log.warn({ type: message.type }, 'CLI stdin unavailable; message dropped')
     }
+  }
+
+  #cliState (): CliState {
+    return this.#cli === null ? 'stopped' : this.#stopping ? 'stopping' : 'running'
+  }
+
+  /** Settles once the running CLI's exit has been recorded (at once when none runs). */
+  #exitHandled (): Promise<void> {
+    if (!this.#exitPending) return Promise.resolve()
+    return new Promise((resolve) => {
+      this.#exitWaiters ??= []
+      this.#exitWaiters.push(resolve)
+    })
+  }
+
+  #exitDone (): void {
+    this.#exitPending = false
+    const waiters = this.#exitWaiters
+    this.#exitWaiters = null
+    for (const wake of waiters ?? []) wake()
   }
 
   #armIdle (): void {
