@@ -1,5 +1,6 @@
 /**
- * AppendGate (src/store/append-gate.ts): appends of different sessions are
+ * AppendGate (src/store/append-gate.ts): appends of different sessions made
+ * in one event-loop turn leave together at its end, and later ones are
  * clocked by the wave in flight; the ones that waited leave together as one
  * merged command (split only past the size limits), written while the
  * connection is corked, and each caller gets its own job's answer.
@@ -45,20 +46,29 @@ function harness (stream: CorkableStream & { log: string[] } | null, limits = { 
 const turn = async (): Promise<void> => { await new Promise((resolve) => setImmediate(resolve)) }
 
 describe('AppendGate', () => {
-  it('writes at once, alone and uncorked, when nothing is in flight', async () => {
+  it('with nothing in flight, writes at the end of the turn: alone and uncorked, or the turn\'s appends merged', async () => {
     const stream = recordingStream()
     const { gate, log, commands } = harness(stream)
     const done = gate.submit({ name: 'a', size: 1 })
+    assert.deepEqual(log, [], 'not before the turn\'s other I/O callbacks')
+    await turn()
     assert.deepEqual(log, ['write a'])
     commands[0]?.answer()
     assert.equal(await done, 'ok a')
     assert.deepEqual(log, ['write a'])
+
+    const both = [gate.submit({ name: 'b', size: 1 }), gate.submit({ name: 'c', size: 1 })]
+    await turn()
+    assert.deepEqual(log.slice(1), ['cork', 'write b+c', 'uncork'], 'appends of one turn share a command')
+    commands[1]?.answer()
+    assert.deepEqual(await Promise.all(both), ['ok b', 'ok c'])
   })
 
   it('holds appends while one is in flight, then sends them as one merged command inside one cork', async () => {
     const stream = recordingStream()
     const { gate, log, commands } = harness(stream)
     const pa = gate.submit({ name: 'a', size: 1 })
+    await turn()
     const pb = gate.submit({ name: 'b', size: 1 })
     const pc = gate.submit({ name: 'c', size: 1 })
     await turn()
@@ -83,6 +93,7 @@ describe('AppendGate', () => {
     const stream = recordingStream()
     const { gate, log, commands } = harness(stream, { maxWeight: 10, maxJobs: 3 })
     const first = gate.submit({ name: 'a', size: 1 })
+    await turn()
     const rest = [
       gate.submit({ name: 'b', size: 6 }), gate.submit({ name: 'c', size: 6 }), // c does not fit beside b
       gate.submit({ name: 'd', size: 1 }), gate.submit({ name: 'e', size: 1 }), gate.submit({ name: 'f', size: 1 }), // 3 jobs at most
@@ -100,6 +111,7 @@ describe('AppendGate', () => {
     const stream = recordingStream()
     const { gate, log, commands } = harness(stream)
     const pa = gate.submit({ name: 'a', size: 1 })
+    await turn()
     const pb = gate.submit({ name: 'b', size: 1 })
     commands[0]?.fail(new Error('redis timed out'))
     await assert.rejects(pa, /redis timed out/)
@@ -113,6 +125,7 @@ describe('AppendGate', () => {
     const stream = recordingStream()
     const { gate, log, commands } = harness(stream)
     const pa = gate.submit({ name: 'a', size: 1 })
+    await turn()
     let answerBig!: () => void
     const big = gate.run(async () => {
       log.push('write big')
@@ -140,6 +153,7 @@ describe('AppendGate', () => {
   it('without a connection to cork, the waiting appends still leave together', async () => {
     const { gate, log, commands } = harness(null)
     const pa = gate.submit({ name: 'a', size: 1 })
+    await turn()
     const pb = gate.submit({ name: 'b', size: 1 })
     const pc = gate.submit({ name: 'c', size: 1 })
     commands[0]?.answer()
