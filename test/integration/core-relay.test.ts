@@ -7,8 +7,9 @@ import { join } from 'node:path'
 import type { Socket } from 'node:net'
 import { describe, it } from 'node:test'
 import { isIdle, isResult } from '../support/frames.js'
-import { type TestClient, eventually } from '../support/gateway.js'
+import type { TestClient } from '../support/gateway.js'
 import { gateway } from '../support/sessions.js'
+import { turnsUntil } from './resume-helpers.js'
 
 function seqs (c: TestClient): number[] {
   return c.seqFrames.map((f) => f.seq as number)
@@ -139,23 +140,25 @@ describe('relay to clients', () => {
     await slow.waitFor((f) => f.subtype === 'hello')
     underlyingSocket(slow).pause()
 
-    fast.sendUser('burst 3000 4000')
-    // Once the gateway gives up on the paused client (its side of the socket is closing),
-    // let the client read again so it gets to the close frame behind the backlog.
-    await eventually(() => [...gw.app.websocketServer.clients].some((ws) => ws.readyState === ws.CLOSING), 30_000, 'the gateway closing the slow client')
+    // Turns of about 100 KB (below the budget) until the gateway gives up on the paused client (its
+    // side of the socket is closing); the fast client reads each turn whole before the next.
+    const closingSlow = (): boolean => [...gw.app.websocketServer.clients].some((ws) => ws.readyState === ws.CLOSING)
+    let turns = 0
+    await turnsUntil(gw, s.id, fast, [], 'burst 25 4000', (n) => { turns = n; return closingSlow() }, 'the gateway closing the slow client')
+    // Then let the client read again so it gets to the close frame behind the backlog.
     underlyingSocket(slow).resume()
     assert.equal(await slow.waitClose(10_000), 4008)
 
-    const result = await fast.waitFor(isResult, 30_000)
+    const result = fast.frames.filter(isResult).at(-1)
     const n = fast.seqFrames.length
     assert.deepEqual(seqs(fast), range(1, n))
-    assert.equal(fast.frames.filter((f) => f.type === 'assistant').length, 3000)
+    assert.equal(fast.frames.filter((f) => f.type === 'assistant').length, 25 * turns)
     assert.equal(fast.closeCode, null)
 
     // The slow client got a gap-free prefix, and resumes from its last seq with nothing lost.
     const got = seqs(slow)
     assert.deepEqual(got, range(1, got.length))
-    assert.ok(got.length < result.seq, 'the slow client was cut off before the end of the turn')
+    assert.ok(got.length < result.seq, 'the slow client was cut off before the last turn ended')
     const again = await gw.connect(s.id, `role=observer&after=${got.length}`)
     await again.until(() => again.closeCode !== null || again.seqFrames.some((f) => f.seq === result.seq), 30_000, 'the replay up to the result')
     assert.equal(again.closeCode, null, 'the resumed client reads its replay and is not cut off')

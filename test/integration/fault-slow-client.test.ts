@@ -14,7 +14,7 @@ import { isResult } from '../support/frames.js'
 import { type TestClient, type TestGateway, eventually } from '../support/gateway.js'
 import { client, gateway, holderOf, LIMITS } from '../support/sessions.js'
 import { SseReader } from '../support/sse-reader.js'
-import { settled } from './resume-helpers.js'
+import { turnsUntil } from './resume-helpers.js'
 
 const BUDGET = 256 * 1024
 const ENV = { ...LIMITS, WS_MAX_BUFFERED_BYTES: String(BUDGET), KEEPALIVE_INTERVAL_MS: '600000' }
@@ -50,39 +50,6 @@ async function clientCount (gw: TestGateway, id: string): Promise<number> {
  */
 const TURN_30K = 'burst 6 30000'
 const TURN_4K = 'burst 40 4000'
-/** Far past any loopback buffers (tens of MB): a bound that never ends the stalled client fails here instead of hanging. */
-const MAX_TURNS = 400
-
-/**
- * The holder prompts `prompt` turn after turn until `done()`, each turn
- * settled (its frames read by the holder and by every client in `readers`)
- * before the next; returns the last seq. The clients of a test read in this
- * process, between the gateway's own work: sent as one 12 MB burst, the
- * CLI outran them by megabytes on a loaded machine and the gateway, rightly,
- * ended the holder too as a slow consumer (past the loopback buffers and the
- * budget), while the test waited 30 s on its `result`. One turn at a time,
- * a client that reads never holds more than a turn's frames, below the
- * budget; the stalled client gets them all and nobody waits on it.
- */
-async function turnsUntil (gw: TestGateway, id: string, holder: TestClient, readers: TestClient[], prompt: string,
-  done: (turns: number) => boolean | Promise<boolean>, what: string): Promise<number> {
-  let last = 0
-  for (let turns = 0; !(await done(turns)); turns++) {
-    if (turns === MAX_TURNS) assert.fail(`${what}: still not after ${turns} turns of '${prompt}'`)
-    const from = holder.frames.length
-    holder.sendUser(prompt)
-    // A closed holder never sees its result: fail at once, saying so.
-    await holder.until(() => holder.closeCode !== null || holder.frames.slice(from).some(isResult), 30_000, 'the turn to end')
-    assert.equal(holder.closeCode, null, 'the holder, reading every turn, is not a slow consumer')
-    last = await settled(gw, id, holder, 30_000, from)
-    for (const reader of readers) {
-      await reader.until(() => reader.closeCode !== null || reader.seqFrames.some((f) => f.seq === last), 30_000, `seq ${last}`)
-      assert.equal(reader.closeCode, null, 'a client reading every turn is not a slow consumer')
-    }
-  }
-  return last
-}
-
 describe('slow and stalled clients', () => {
   it('a live client that stalls is ended with 4008: its unsent frames are dropped, so the code is next when it reads again', async (t) => {
     const gw = await gateway(t, { env: ENV })

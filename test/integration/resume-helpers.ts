@@ -57,6 +57,39 @@ export async function turn (gw: TestGateway, sessionId: string, client: TestClie
   return await settled(gw, sessionId, client, timeoutMs, from)
 }
 
+/** Far past any loopback buffers (tens of MB): a bound that never ends a stalled client fails here instead of hanging. */
+const MAX_TURNS = 400
+
+/**
+ * The holder prompts `prompt` turn after turn until `done()`, each turn
+ * settled (its frames read by the holder and by every client in `readers`)
+ * before the next; returns the last seq. For tests of slow consumers: their
+ * clients read in this process, between the gateway's own work, and sent as
+ * one burst of megabytes the CLI outran them on a loaded machine, so the
+ * gateway, rightly, ended the reading holder too as a slow consumer (past the
+ * loopback buffers and the budget) while the test waited on its `result`.
+ * With a turn's frames below the budget, a client that reads never holds more
+ * than that; a stalled client gets them all and nobody waits on it.
+ */
+export async function turnsUntil (gw: TestGateway, id: string, holder: TestClient, readers: TestClient[], prompt: string,
+  done: (turns: number) => boolean | Promise<boolean>, what: string): Promise<number> {
+  let last = 0
+  for (let turns = 0; !(await done(turns)); turns++) {
+    if (turns === MAX_TURNS) assert.fail(`${what}: still not after ${turns} turns of '${prompt}'`)
+    const from = holder.frames.length
+    holder.sendUser(prompt)
+    // A closed holder never sees its result: fail at once, saying so.
+    await holder.until(() => holder.closeCode !== null || holder.frames.slice(from).some((f) => f.type === 'result'), 30_000, 'the turn to end')
+    assert.equal(holder.closeCode, null, 'the holder, reading every turn, is not a slow consumer')
+    last = await settled(gw, id, holder, 30_000, from)
+    for (const reader of readers) {
+      await reader.until(() => reader.closeCode !== null || reader.seqFrames.some((f) => f.seq === last), 30_000, `seq ${last}`)
+      assert.equal(reader.closeCode, null, 'a client reading every turn is not a slow consumer')
+    }
+  }
+  return last
+}
+
 export interface Resumed {
   /** Frames of the first connection, in arrival order. */
   before: any[]
