@@ -8,7 +8,7 @@ import type { Socket } from 'node:net'
 import { describe, it } from 'node:test'
 import { isIdle, isResult } from '../support/frames.js'
 import type { TestClient } from '../support/gateway.js'
-import { gateway } from '../support/sessions.js'
+import { LIMITS, gateway } from '../support/sessions.js'
 import { turnsUntil } from './resume-helpers.js'
 
 function seqs (c: TestClient): number[] {
@@ -133,7 +133,7 @@ describe('relay to clients', () => {
   })
 
   it('closes a client that stops reading with 4008 while another client receives everything', async (t) => {
-    const gw = await gateway(t, { env: { WS_MAX_BUFFERED_BYTES: String(128 * 1024) } })
+    const gw = await gateway(t, { env: { ...LIMITS, WS_MAX_BUFFERED_BYTES: String(128 * 1024) } })
     const s = await gw.createSession()
     const fast = await gw.connect(s.id, 'after=0')
     const slow = await gw.connect(s.id, 'role=observer&after=0')
@@ -168,17 +168,18 @@ describe('relay to clients', () => {
   })
 
   it('replays a history larger than WS_MAX_BUFFERED_BYTES to a reading client without cutting it off', async (t) => {
-    const gw = await gateway(t, { env: { WS_MAX_BUFFERED_BYTES: String(64 * 1024) } })
+    const gw = await gateway(t, { env: { ...LIMITS, WS_MAX_BUFFERED_BYTES: String(64 * 1024) } })
     const s = await gw.createSession()
     const c = await gw.connect(s.id)
-    c.sendUser('burst 1500 4000')
-    const result = await c.waitFor(isResult, 30_000)
-    // About 6 MB of history, nearly a hundred times the limit.
+    // About 6 MB of history, nearly a hundred times the limit, in turns below it so that c, reading
+    // them live in this process, is never a slow consumer itself.
+    await turnsUntil(gw, s.id, c, [], 'burst 12 4000', (n) => n === 125, 'history')
+    const result = c.frames.filter(isResult).at(-1)
     const late = await gw.connect(s.id, 'role=observer&after=0')
     await late.until(() => late.closeCode !== null || late.seqFrames.some((f) => f.seq === result.seq), 30_000, 'the replay up to the result')
     assert.equal(late.closeCode, null, 'a client reading its replay is not a slow consumer')
     assert.deepEqual(seqs(late), range(1, late.seqFrames.length))
-    assert.equal(late.frames.filter((f) => f.type === 'assistant').length, 1500)
+    assert.equal(late.frames.filter((f) => f.type === 'assistant').length, 12 * 125)
     // The live client joined after the first frames; every frame it has, the replay has byte for byte.
     const replayed = new Map(late.seqFrames.map((f, i) => [f.seq as number, seqTexts(late)[i]]))
     const live = seqTexts(c)

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict'
 import { afterEach, before, describe, it } from 'node:test'
 import { type TestGateway, TOKEN_A, eventually, gateway, suiteScope } from '../support/gateway.js'
+import { LIMITS } from '../support/sessions.js'
 import { SseReader } from '../support/sse-reader.js'
 import { hello, readHistory, settled, turn, turnsUntil } from './resume-helpers.js'
 
@@ -166,7 +167,7 @@ describe('GET /v1/sessions/:id/events/stream', () => {
   })
 
   it('replays a history much larger than the backlog bound to a client that reads', async (t) => {
-    const small = await gateway(t, { env: { WS_MAX_BUFFERED_BYTES: '65536' } })
+    const small = await gateway(t, { env: { ...LIMITS, WS_MAX_BUFFERED_BYTES: '65536' } })
     const { id } = await small.createSession()
     const controller = await small.connect(id)
     // ~4 MB of history, in turns below the 64 KiB budget so the controller reading it live is never a slow consumer.
@@ -192,7 +193,7 @@ describe('GET /v1/sessions/:id/events/stream', () => {
   })
 
   it('ends a stream whose client stops reading once its backlog passes the bound', async (t) => {
-    const small = await gateway(t, { env: { WS_MAX_BUFFERED_BYTES: '65536' } })
+    const small = await gateway(t, { env: { ...LIMITS, WS_MAX_BUFFERED_BYTES: '65536' } })
     const { id } = await small.createSession()
     const controller = await small.connect(id)
     await hello(controller)

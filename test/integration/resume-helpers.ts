@@ -78,9 +78,11 @@ export async function turnsUntil (gw: TestGateway, id: string, holder: TestClien
     if (turns === MAX_TURNS) assert.fail(`${what}: still not after ${turns} turns of '${prompt}'`)
     const from = holder.frames.length
     holder.sendUser(prompt)
-    // A closed holder never sees its result: fail at once, saying so.
-    await holder.until(() => holder.closeCode !== null || holder.frames.slice(from).some((f) => f.type === 'result'), 30_000, 'the turn to end')
+    // A closed holder, or a refused prompt (e.g. rate_limited), never sees its result: fail at once, saying so.
+    const refusal = (): any => holder.frames.slice(from).find((f) => f.type === 'gateway' && f.subtype === 'error')
+    await holder.until(() => holder.closeCode !== null || refusal() !== undefined || holder.frames.slice(from).some((f) => f.type === 'result'), 30_000, 'the turn to end')
     assert.equal(holder.closeCode, null, 'the holder, reading every turn, is not a slow consumer')
+    assert.equal(refusal(), undefined, `turn ${turns + 1} of '${prompt}' was refused`)
     last = await settled(gw, id, holder, 30_000, from)
     for (const reader of readers) {
       await reader.until(() => reader.closeCode !== null || reader.seqFrames.some((f) => f.seq === last), 30_000, `seq ${last}`)
