@@ -6,6 +6,7 @@
  * Cluster (the session's hash tag puts them in one slot), except that
  * APPEND_SCRIPT takes several sessions at once, given only on a single Redis.
  */
+import { FencedError } from './store.js'
 
 /**
  * Appends to the streams of one or more sessions in one call (a wave of the
@@ -211,3 +212,8 @@ export type ReadWithinBytes = (key: string, start: string, limit: number, maxByt
 /** The same command's Buffer variant (ioredis defines `<name>Buffer`): the reply's strings as received, not decoded. */
 export const READ_COMMAND_RAW = `${READ_COMMAND}Buffer`
 export type ReadWithinBytesRaw = (key: string, start: string, limit: number, maxBytes: number) => Promise<Buffer[]>
+
+/** A script's FENCED refusal as the store's FencedError; any other error as it is. */
+export function fenced (sessionId: string, err: unknown): unknown {
+  return err instanceof Error && err.message.startsWith('FENCED') ? new FencedError(sessionId) : err
+}

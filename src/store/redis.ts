@@ -58,18 +58,19 @@
  */
 import { isIP } from 'node:net'
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis'
-import { AppendGate } from './append-gate.js'
 import {
   type EventFeed, type EventStore, type Lease, type NodeBus, type NodeLoad, type ListOptions, type RetentionOptions, type SessionPage,
-  type RawEvent, type SessionRecord, type StoredEvent, FencedError, decodeCursor, encodeCursor, isFinal
+  type RawEvent, type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal
 } from './store.js'
+import { RedisAppender } from './redis-append.js'
 import { RedisBus } from './redis-bus.js'
 import { RedisFeed } from './redis-feed.js'
 import { RedisLeases } from './redis-leases.js'
 import {
-  APPEND_COMMAND, APPEND_SCRIPT, type Append, LEASE_ACQUIRE_COMMAND, LEASE_ACQUIRE_SCRIPT, LEASE_RELEASE_COMMAND,
+  APPEND_COMMAND, LEASE_ACQUIRE_COMMAND, LEASE_ACQUIRE_SCRIPT, LEASE_RELEASE_COMMAND,
   LEASE_RELEASE_SCRIPT, LEASE_RENEW_COMMAND, LEASE_RENEW_SCRIPT, PUT_RECORD_COMMAND, PUT_RECORD_SCRIPT, type PutRecord,
-  PUT_CONVERSATION_COMMAND, PUT_CONVERSATION_SCRIPT, type PutConversation, READ_COMMAND, READ_COMMAND_RAW, READ_SCRIPT, type ReadWithinBytes, type ReadWithinBytesRaw
+  PUT_CONVERSATION_COMMAND, PUT_CONVERSATION_SCRIPT, type PutConversation, READ_COMMAND, READ_COMMAND_RAW, READ_SCRIPT, type ReadWithinBytes, type ReadWithinBytesRaw,
+  fenced
 } from './redis-scripts.js'
 import { withTimeout } from '../util/with-timeout.js'
 
@@ -98,19 +99,6 @@ export interface RedisStoreConfig {
   onError?: ((error: Error) => void) | undefined
 }
 
-/** A script call carries at most this many events, and stops growing past this many frame characters. */
-const APPEND_CHUNK_EVENTS = 500
-const APPEND_CHUNK_CHARS = 1024 * 1024
-/** Sessions merged into one script call at most (more in a wave go in further calls of the same write). */
-const APPEND_WAVE_SESSIONS = 200
-
-/** One session's chunk of events for APPEND_SCRIPT: its 4 keys, then n, max, TTL flag, epoch, channel and the id/frame pairs. */
-interface AppendJob {
-  keys: string[]
-  args: Array<string | number>
-  chars: number
-}
-
 const DEFAULT_COMMAND_TIMEOUT_MS = 2000
 /** Members scanned per round trip when listing; more than a page so skipped members rarely need a second trip. */
 const LIST_CHUNK_MIN = 32
@@ -127,8 +115,7 @@ export class RedisStore implements EventStore {
   /** Set at the first `ready`: later ones follow a lost connection. */
   #everReady = false
   readonly leases: RedisLeases
-  /** Clocks appends of all sessions by the round trip (append-gate.ts); none on a Cluster, whose keys spread over several connections. */
-  readonly #gate: AppendGate<AppendJob, 0 | string> | null
+  readonly #appender: RedisAppender
   #feed: RedisFeed | null = null
   #bus: RedisBus | null = null
 
@@ -168,23 +155,17 @@ export class RedisStore implements EventStore {
     }
     // On an injected client too: the same name always carries the same script.
     this.#client.defineCommand(READ_COMMAND, { numberOfKeys: 1, lua: READ_SCRIPT })
-    this.#client.defineCommand(APPEND_COMMAND, { lua: APPEND_SCRIPT })
     this.#client.defineCommand(PUT_RECORD_COMMAND, { numberOfKeys: 5, lua: PUT_RECORD_SCRIPT })
     this.#client.defineCommand(PUT_CONVERSATION_COMMAND, { numberOfKeys: 3, lua: PUT_CONVERSATION_SCRIPT })
     this.#client.defineCommand(LEASE_ACQUIRE_COMMAND, { numberOfKeys: 2, lua: LEASE_ACQUIRE_SCRIPT })
     this.#client.defineCommand(LEASE_RENEW_COMMAND, { numberOfKeys: 2, lua: LEASE_RENEW_SCRIPT })
     this.#client.defineCommand(LEASE_RELEASE_COMMAND, { numberOfKeys: 1, lua: LEASE_RELEASE_SCRIPT })
     const client = this.#client
-    this.#gate = client instanceof Cluster
-      ? null
-      : new AppendGate({
-        stream: () => client.stream ?? null,
-        writeMany: async (jobs) => await this.#appendMany(jobs),
-        // A merged call holds no more events and characters than one chunk.
-        weight: (job) => Math.max(job.chars / APPEND_CHUNK_CHARS, (job.args[0] as number) / APPEND_CHUNK_EVENTS),
-        maxWeight: 1,
-        maxJobs: APPEND_WAVE_SESSIONS
-      })
+    this.#appender = new RedisAppender({
+      client,
+      retention: this.#retention,
+      keys: (id) => ({ events: this.#events(id), meta: this.#meta(id), lease: this.#lease(id), followed: this.#followed(id), channel: this.#channel(id) })
+    })
     this.leases = new RedisLeases({ client: this.#client, keys: { lease: (id) => this.#lease(id), epoch: (id) => this.#epoch(id) } })
     // ioredis emits `ready` after every (re)connection; a Cluster once all its nodes answer.
     if (this.#client.status === 'ready') this.#everReady = true
@@ -250,70 +231,7 @@ export class RedisStore implements EventStore {
   #nodes (): string { return `${this.#prefix}nodes` }
 
   async append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> {
-    // Seqs start at 1; Redis refuses the id 0-0, and the memory store ignores seq <= 0 too.
-    const fresh = events.filter((e) => e.seq >= 1)
-    if (fresh.length === 0) return
-    for (const e of fresh) {
-      if (!Number.isSafeInteger(e.seq)) throw new TypeError(`seq must be an integer, got ${e.seq}`)
-    }
-    const keys = [this.#events(sessionId), this.#meta(sessionId), this.#lease(sessionId), this.#followed(sessionId)]
-    const max = this.#retention.maxEventsPerSession
-    const epoch = lease === undefined ? '' : String(lease.epoch)
-    const channel = this.#channel(sessionId)
-    // One script call per chunk (usually one per batch) instead of one XADD
-    // per event plus the TTL checks: the same commands run inside Redis,
-    // without a command, a reply and a client-side object per event.
-    const chunks: AppendJob[] = []
-    let job: AppendJob | null = null
-    for (const e of fresh) {
-      job ??= { keys, args: [0, max, '0', epoch, channel], chars: 0 }
-      job.args.push(`${e.seq}-0`, e.frame)
-      job.args[0] = (job.args[0] as number) + 1
-      job.chars += e.frame.length
-      if (job.args[0] >= APPEND_CHUNK_EVENTS || job.chars >= APPEND_CHUNK_CHARS) {
-        chunks.push(job)
-        job = null
-      }
-    }
-    if (job !== null) chunks.push(job)
-    // The TTL check runs once, after the last event.
-    if (this.#retention.ttlSecondsAfterEnd > 0) (chunks[chunks.length - 1] as AppendJob).args[2] = '1'
-    let outcome: Array<0 | string>
-    if (chunks.length === 1) {
-      const only = chunks[0] as AppendJob
-      // Merged with other sessions' appends of the same wave on a single Redis.
-      outcome = this.#gate === null ? await this.#appendMany([only]) : [await this.#gate.submit(only)]
-    } else {
-      const write = async (): Promise<Array<0 | string>> => {
-        // Plain EVAL in a pipeline: ioredis would prepare a pipeline of defined commands with
-        // SCRIPT EXISTS / SCRIPT LOAD, which the store's ACL user may not run (docker/redis).
-        const pipeline = this.#client.pipeline()
-        for (const chunk of chunks) pipeline.eval(APPEND_SCRIPT, 4, ...chunk.keys, ...chunk.args)
-        const results = await pipeline.exec()
-        if (results === null) throw new Error('redis pipeline was aborted')
-        return results.map(([error, answer]) => {
-          if (error != null) throw error
-          return (answer as Array<0 | string>)[0] as 0 | string
-        })
-      }
-      outcome = await (this.#gate === null ? write() : this.#gate.run(write))
-    }
-    const failed = outcome.find((r) => r !== 0)
-    if (failed !== undefined) throw fenced(sessionId, new Error(String(failed)))
-  }
-
-  /** One script call appending the chunks of one or more sessions; one answer (0 or an error) per chunk. */
-  async #appendMany (jobs: AppendJob[]): Promise<Array<0 | string>> {
-    const client = this.#client as unknown as Record<typeof APPEND_COMMAND, Append>
-    // By hash, so the script text is not sent (and hashed by Redis) every time.
-    if (jobs.length === 1) return await client[APPEND_COMMAND](4, ...(jobs[0] as AppendJob).keys, ...(jobs[0] as AppendJob).args)
-    const keys: string[] = []
-    const args: Array<string | number> = []
-    for (const job of jobs) {
-      for (const k of job.keys) keys.push(k)
-      for (const a of job.args) args.push(a)
-    }
-    return await client[APPEND_COMMAND](keys.length, ...keys, ...args)
+    await this.#appender.append(sessionId, events, lease)
   }
 
   async read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> {
@@ -614,9 +532,4 @@ const FRAME_FIELD = Buffer.from('f')
 function scoreOf (record: SessionRecord): number {
   const ms = Date.parse(record.created_at)
   return Number.isFinite(ms) ? ms : 0
-}
-
-/** A script's FENCED refusal as the store's FencedError; any other error as it is. */
-function fenced (sessionId: string, err: unknown): unknown {
-  return err instanceof Error && err.message.startsWith('FENCED') ? new FencedError(sessionId) : err
 }

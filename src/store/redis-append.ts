@@ -1,0 +1,137 @@
+/**
+ * The Redis store's write path for session events: each append becomes one
+ * or more chunks of APPEND_SCRIPT (redis-scripts.ts), and on a single Redis
+ * the chunks of all sessions go through the node's append gate
+ * (append-gate.ts), which merges the appends of a wave into one script call.
+ * On a Cluster each session's chunk is its own call: the keys of different
+ * sessions lie in different slots, on connections of their own.
+ */
+import { Cluster, type Redis } from 'ioredis'
+import { AppendGate } from './append-gate.js'
+import { APPEND_COMMAND, APPEND_SCRIPT, type Append, fenced } from './redis-scripts.js'
+import type { Lease, RetentionOptions, StoredEvent } from './store.js'
+
+/** A script call carries at most this many events, and stops growing past this many frame characters. */
+const APPEND_CHUNK_EVENTS = 500
+const APPEND_CHUNK_CHARS = 1024 * 1024
+/** Sessions merged into one script call at most (more in a wave go in further calls of the same write). */
+const APPEND_WAVE_SESSIONS = 200
+
+/** A session's keys and feed channel, as the store names them. */
+export interface SessionKeys {
+  events: string
+  meta: string
+  lease: string
+  followed: string
+  channel: string
+}
+
+export interface RedisAppenderConfig {
+  client: Redis | Cluster
+  retention: RetentionOptions
+  keys: (sessionId: string) => SessionKeys
+}
+
+/** One session's chunk of events for APPEND_SCRIPT: its 4 keys, then n, max, TTL flag, epoch, channel and the id/frame pairs. */
+interface AppendJob {
+  keys: string[]
+  args: Array<string | number>
+  chars: number
+}
+
+export class RedisAppender {
+  readonly #client: Redis | Cluster
+  readonly #retention: RetentionOptions
+  readonly #keys: (sessionId: string) => SessionKeys
+  /** Clocks and merges appends of all sessions on one connection; none on a Cluster. */
+  readonly #gate: AppendGate<AppendJob, 0 | string> | null
+
+  constructor (config: RedisAppenderConfig) {
+    const client = this.#client = config.client
+    this.#retention = config.retention
+    this.#keys = config.keys
+    // On an injected client too: the same name always carries the same script.
+    client.defineCommand(APPEND_COMMAND, { lua: APPEND_SCRIPT })
+    this.#gate = client instanceof Cluster
+      ? null
+      : new AppendGate({
+        stream: () => client.stream ?? null,
+        writeMany: async (jobs) => await this.#appendMany(jobs),
+        // A merged call holds no more events and characters than one chunk.
+        weight: (job) => Math.max(job.chars / APPEND_CHUNK_CHARS, (job.args[0] as number) / APPEND_CHUNK_EVENTS),
+        maxWeight: 1,
+        maxJobs: APPEND_WAVE_SESSIONS
+      })
+  }
+
+  /** EventStore.append: in order, skipping seqs the stream holds; FencedError unless `lease` is current. */
+  async append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> {
+    // Seqs start at 1; Redis refuses the id 0-0, and the memory store ignores seq <= 0 too.
+    const fresh = events.filter((e) => e.seq >= 1)
+    if (fresh.length === 0) return
+    for (const e of fresh) {
+      if (!Number.isSafeInteger(e.seq)) throw new TypeError(`seq must be an integer, got ${e.seq}`)
+    }
+    const k = this.#keys(sessionId)
+    const keys = [k.events, k.meta, k.lease, k.followed]
+    const max = this.#retention.maxEventsPerSession
+    const epoch = lease === undefined ? '' : String(lease.epoch)
+    // One script call per chunk (usually one per batch) instead of one XADD
+    // per event plus the TTL checks: the same commands run inside Redis,
+    // without a command, a reply and a client-side object per event.
+    const chunks: AppendJob[] = []
+    let job: AppendJob | null = null
+    for (const e of fresh) {
+      job ??= { keys, args: [0, max, '0', epoch, k.channel], chars: 0 }
+      job.args.push(`${e.seq}-0`, e.frame)
+      job.args[0] = (job.args[0] as number) + 1
+      job.chars += e.frame.length
+      if (job.args[0] >= APPEND_CHUNK_EVENTS || job.chars >= APPEND_CHUNK_CHARS) {
+        chunks.push(job)
+        job = null
+      }
+    }
+    if (job !== null) chunks.push(job)
+    // The TTL check runs once, after the last event.
+    if (this.#retention.ttlSecondsAfterEnd > 0) (chunks[chunks.length - 1] as AppendJob).args[2] = '1'
+    let outcome: Array<0 | string>
+    if (chunks.length === 1) {
+      const only = chunks[0] as AppendJob
+      // Merged with other sessions' appends of the same wave on a single Redis.
+      outcome = this.#gate === null ? await this.#appendMany([only]) : [await this.#gate.submit(only)]
+    } else {
+      const write = async (): Promise<Array<0 | string>> => await this.#pipelined(chunks)
+      outcome = await (this.#gate === null ? write() : this.#gate.run(write))
+    }
+    const failed = outcome.find((r) => r !== 0)
+    if (failed !== undefined) throw fenced(sessionId, new Error(String(failed)))
+  }
+
+  /** One script call appending the chunks of one or more sessions; one answer (0 or an error) per chunk. */
+  async #appendMany (jobs: AppendJob[]): Promise<Array<0 | string>> {
+    const client = this.#client as unknown as Record<typeof APPEND_COMMAND, Append>
+    // By hash, so the script text is not sent (and hashed by Redis) every time.
+    if (jobs.length === 1) return await client[APPEND_COMMAND](4, ...(jobs[0] as AppendJob).keys, ...(jobs[0] as AppendJob).args)
+    const keys: string[] = []
+    const args: Array<string | number> = []
+    for (const job of jobs) {
+      for (const key of job.keys) keys.push(key)
+      for (const a of job.args) args.push(a)
+    }
+    return await client[APPEND_COMMAND](keys.length, ...keys, ...args)
+  }
+
+  /** A large batch of one session: its chunks in one pipeline, in order. */
+  async #pipelined (chunks: AppendJob[]): Promise<Array<0 | string>> {
+    // Plain EVAL in a pipeline: ioredis would prepare a pipeline of defined commands with
+    // SCRIPT EXISTS / SCRIPT LOAD, which the store's ACL user may not run (docker/redis).
+    const pipeline = this.#client.pipeline()
+    for (const chunk of chunks) pipeline.eval(APPEND_SCRIPT, 4, ...chunk.keys, ...chunk.args)
+    const results = await pipeline.exec()
+    if (results === null) throw new Error('redis pipeline was aborted')
+    return results.map(([error, answer]) => {
+      if (error != null) throw error
+      return (answer as Array<0 | string>)[0] as 0 | string
+    })
+  }
+}
