@@ -25,7 +25,6 @@ export interface CliProcessOptions {
   stderrTailLines?: number
 }
 
-const NEWLINE = 0x0a
 
 export class CliProcess implements CliHandle {
   readonly #child: ChildProcessWithoutNullStreams
@@ -70,24 +69,15 @@ export class CliProcess implements CliHandle {
     child.stdout.on('data', (chunk: Buffer) => splitter.push(chunk))
     child.stdout.on('end', () => splitter.end())
 
-    // Split as bytes and decoded per line (a character split across chunks never holds a
-    // newline byte): no StringDecoder and its buffer kept per idle CLI, as setEncoding would.
-    let stderrRest: Buffer | null = null
-    child.stderr.on('data', (chunk: Buffer) => {
-      let start = 0
-      for (let nl = chunk.indexOf(NEWLINE); nl !== -1; nl = chunk.indexOf(NEWLINE, start)) {
-        const piece = chunk.subarray(start, nl)
-        this.#stderrLine((stderrRest === null ? piece : Buffer.concat([stderrRest, piece])).toString('utf8'))
-        stderrRest = null
-        start = nl + 1
-      }
-      if (start < chunk.length) {
-        // Copied: the chunk's memory belongs to the stream.
-        const piece = chunk.subarray(start)
-        stderrRest = stderrRest === null ? Buffer.from(piece) : Buffer.concat([stderrRest, piece])
-      }
+    // Split as bytes like stdout and decoded per line (a character split across chunks decodes
+    // intact): no StringDecoder and its buffer kept per idle CLI, as setEncoding would.
+    const stderr = new NdjsonSplitter({
+      maxLineBytes: options.maxLineBytes,
+      onLine: (line) => { this.#stderrLine(line) },
+      onOversize: (bytes) => { this.#stderrLine(`(a stderr line of ${bytes} bytes, not kept)`) }
     })
-    child.stderr.on('end', () => { if (stderrRest !== null) this.#stderrLine(stderrRest.toString('utf8')) })
+    child.stderr.on('data', (chunk: Buffer) => { stderr.push(chunk) })
+    child.stderr.on('end', () => { stderr.end() })
 
     // A write racing the CLI's exit fails with EPIPE; the exit report covers it.
     child.stdin.on('error', (err) => this.#log.debug({ err }, 'cli stdin error'))
