@@ -62,8 +62,6 @@ export interface MockReply {
   /** Model echoed in the reply. Default: the model of the request. */
   model?: string
   usage?: { input_tokens?: number; output_tokens?: number }
-  /** Delay before the response headers are sent. */
-  delayMs?: number
   /** Delay between SSE events (simulates a slow stream). */
   chunkDelayMs?: number
   /**
@@ -753,7 +751,6 @@ class MockAnthropicServer implements MockAnthropic {
     rec.reply = { messageId: encoded.messageId, stopReason: reply.error ? null : encoded.stopReason, content: encoded.content, source, ...(reply.error ? { error: reply.error } : {}) }
     this.record(rec)
 
-    if (reply.delayMs) await sleep(reply.delayMs)
     const requestId = newRequestId()
     if (reply.error) {
       res.writeHead(reply.error.status, { 'content-type': 'application/json', 'request-id': requestId, 'x-should-retry': 'false' })
@@ -785,6 +782,8 @@ class MockAnthropicServer implements MockAnthropic {
         // A client that goes away (interrupt) must not leave us waiting on the hold.
         if (deltasSent === 1 && reply.hold) await Promise.race([reply.hold, closed])
       }
+      // The pace of a slow API stream (the demo's scripted model), not a wait for anything: tests
+      // that need the stream stopped at a point use `hold`, which the test settles.
       if (reply.chunkDelayMs && event !== 'message_stop') await sleep(reply.chunkDelayMs)
     }
     res.end()
