@@ -8,7 +8,7 @@
  */
 import { Cluster, type Redis } from 'ioredis'
 import { AppendGate } from './append-gate.js'
-import { APPEND_COMMAND, APPEND_SCRIPT, type Append, fenced } from './redis-scripts.js'
+import { APPEND_COMMAND, APPEND_SCRIPT, type Append, type AppendAnswer, fenced } from './redis-scripts.js'
 import type { Lease, RetentionOptions, StoredEvent } from './store.js'
 
 /** A script call carries at most this many events, and stops growing past this many frame characters. */
@@ -16,6 +16,8 @@ const APPEND_CHUNK_EVENTS = 500
 const APPEND_CHUNK_CHARS = 1024 * 1024
 /** Sessions merged into one script call at most (more in a wave go in further calls of the same write). */
 const APPEND_WAVE_SESSIONS = 200
+/** Sessions whose largest-frame mark this node remembers; past it, it forgets them all (a forgotten one costs a GET in its next call). */
+const KNOWN_LARGEST_SESSIONS = 50_000
 
 /** A session's keys and feed channel, as the store names them. */
 export interface SessionKeys {
@@ -23,6 +25,8 @@ export interface SessionKeys {
   meta: string
   lease: string
   followed: string
+  /** The stream's largest-frame mark (redis-scripts.ts). */
+  largest: string
   channel: string
 }
 
@@ -32,19 +36,27 @@ export interface RedisAppenderConfig {
   keys: (sessionId: string) => SessionKeys
 }
 
-/** One session's chunk of events for APPEND_SCRIPT: its 4 keys, then n, max, TTL flag, epoch, channel and the id/frame pairs. */
+/** One session's chunk of events for APPEND_SCRIPT: its 5 keys, then n, max, TTL flag, epoch, channel, known largest and the id/frame pairs. */
 interface AppendJob {
   keys: string[]
   args: Array<string | number>
   chars: number
 }
 
+const KEYS_PER_SESSION = 5
+
 export class RedisAppender {
   readonly #client: Redis | Cluster
   readonly #retention: RetentionOptions
   readonly #keys: (sessionId: string) => SessionKeys
   /** Clocks and merges appends of all sessions on one connection; none on a Cluster. */
-  readonly #gate: AppendGate<AppendJob, 0 | string> | null
+  readonly #gate: AppendGate<AppendJob, AppendAnswer> | null
+  /**
+   * Per session, the longest frame (bytes) this node has had the stream's
+   * largest-frame mark cover: the script reads the mark only when a call
+   * brings a longer one. Only saves work: a session missing here is checked.
+   */
+  readonly #known = new Map<string, number>()
 
   constructor (config: RedisAppenderConfig) {
     const client = this.#client = config.client
@@ -73,16 +85,17 @@ export class RedisAppender {
       if (!Number.isSafeInteger(e.seq)) throw new TypeError(`seq must be an integer, got ${e.seq}`)
     }
     const k = this.#keys(sessionId)
-    const keys = [k.events, k.meta, k.lease, k.followed]
+    const keys = [k.events, k.meta, k.lease, k.followed, k.largest]
     const max = this.#retention.maxEventsPerSession
     const epoch = lease === undefined ? '' : String(lease.epoch)
+    const known = this.#known.get(sessionId) ?? 0
     // One script call per chunk (usually one per batch) instead of one XADD
     // per event plus the TTL checks: the same commands run inside Redis,
     // without a command, a reply and a client-side object per event.
     const chunks: AppendJob[] = []
     let job: AppendJob | null = null
     for (const e of fresh) {
-      job ??= { keys, args: [0, max, '0', epoch, k.channel], chars: 0 }
+      job ??= { keys, args: [0, max, '0', epoch, k.channel, known], chars: 0 }
       job.args.push(`${e.seq}-0`, e.frame)
       job.args[0] = (job.args[0] as number) + 1
       job.chars += e.frame.length
@@ -94,24 +107,30 @@ export class RedisAppender {
     if (job !== null) chunks.push(job)
     // The TTL check runs once, after the last event.
     if (this.#retention.ttlSecondsAfterEnd > 0) (chunks[chunks.length - 1] as AppendJob).args[2] = '1'
-    let outcome: Array<0 | string>
+    let outcome: AppendAnswer[]
     if (chunks.length === 1) {
       const only = chunks[0] as AppendJob
       // Merged with other sessions' appends of the same wave on a single Redis.
       outcome = this.#gate === null ? await this.#appendMany([only]) : [await this.#gate.submit(only)]
     } else {
-      const write = async (): Promise<Array<0 | string>> => await this.#pipelined(chunks)
+      const write = async (): Promise<AppendAnswer[]> => await this.#pipelined(chunks)
       outcome = await (this.#gate === null ? write() : this.#gate.run(write))
     }
-    const failed = outcome.find((r) => r !== 0)
+    const failed = outcome.find((r) => typeof r !== 'number')
     if (failed !== undefined) throw fenced(sessionId, new Error(String(failed)))
+    let largest = known
+    for (const r of outcome) if ((r as number) > largest) largest = r as number
+    if (largest > known) {
+      if (this.#known.size >= KNOWN_LARGEST_SESSIONS && !this.#known.has(sessionId)) this.#known.clear()
+      this.#known.set(sessionId, largest)
+    }
   }
 
-  /** One script call appending the chunks of one or more sessions; one answer (0 or an error) per chunk. */
-  async #appendMany (jobs: AppendJob[]): Promise<Array<0 | string>> {
+  /** One script call appending the chunks of one or more sessions; one answer (longest frame, or an error) per chunk. */
+  async #appendMany (jobs: AppendJob[]): Promise<AppendAnswer[]> {
     const client = this.#client as unknown as Record<typeof APPEND_COMMAND, Append>
     // By hash, so the script text is not sent (and hashed by Redis) every time.
-    if (jobs.length === 1) return await client[APPEND_COMMAND](4, ...(jobs[0] as AppendJob).keys, ...(jobs[0] as AppendJob).args)
+    if (jobs.length === 1) return await client[APPEND_COMMAND](KEYS_PER_SESSION, ...(jobs[0] as AppendJob).keys, ...(jobs[0] as AppendJob).args)
     const keys: string[] = []
     const args: Array<string | number> = []
     for (const job of jobs) {
@@ -122,16 +141,16 @@ export class RedisAppender {
   }
 
   /** A large batch of one session: its chunks in one pipeline, in order. */
-  async #pipelined (chunks: AppendJob[]): Promise<Array<0 | string>> {
+  async #pipelined (chunks: AppendJob[]): Promise<AppendAnswer[]> {
     // Plain EVAL in a pipeline: ioredis would prepare a pipeline of defined commands with
     // SCRIPT EXISTS / SCRIPT LOAD, which the store's ACL user may not run (docker/redis).
     const pipeline = this.#client.pipeline()
-    for (const chunk of chunks) pipeline.eval(APPEND_SCRIPT, 4, ...chunk.keys, ...chunk.args)
+    for (const chunk of chunks) pipeline.eval(APPEND_SCRIPT, KEYS_PER_SESSION, ...chunk.keys, ...chunk.args)
     const results = await pipeline.exec()
     if (results === null) throw new Error('redis pipeline was aborted')
     return results.map(([error, answer]) => {
       if (error != null) throw error
-      return (answer as Array<0 | string>)[0] as 0 | string
+      return (answer as AppendAnswer[])[0] as AppendAnswer
     })
   }
 }

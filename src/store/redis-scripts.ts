@@ -10,23 +10,32 @@ import { FencedError } from './store.js'
 
 /**
  * Appends to the streams of one or more sessions in one call (a wave of the
- * node's append gate, append-gate.ts, or one session's chunk). KEYS hold 4
- * keys per session: the stream, the record, the lease hash and the followed
- * flag. ARGV holds, per session in the same order: the number of events n,
- * MAXLEN, the TTL flag, the lease epoch, the feed channel, then n
+ * node's append gate, append-gate.ts, or one session's chunk). KEYS hold 5
+ * keys per session: the stream, the record, the lease hash, the followed
+ * flag and the largest-frame mark. ARGV holds, per session in the same
+ * order: the number of events n, MAXLEN, the TTL flag, the lease epoch, the
+ * feed channel, the largest frame the caller knows the mark covers, then n
  * `<id> <frame>` pairs, each written as `XADD stream MAXLEN ~ max <id> f
  * <frame>`. An id that is not above the stream's last id (the error Redis
  * gives for a seq already held) is skipped.
  *
- * Answers one entry per session: 0 when its events are written, else the
- * error that stopped its writing (other sessions of the call are unaffected).
+ * Answers one entry per session: the byte length of its longest frame in
+ * this call when its events are written, else the error (a string) that
+ * stopped its writing (other sessions of the call are unaffected).
  *
  * - Fencing: with an epoch, nothing of that session is written unless its
  *   lease hash holds that epoch (`FENCED`): a node whose lease lapsed or was
  *   taken can never write the log again, however late its call lands.
+ * - Largest-frame mark: the byte length of the longest frame the stream has
+ *   ever held, so READ_SCRIPT can size its reads without measuring every
+ *   entry. Raised before the frames are written, and only read when this
+ *   call's longest frame exceeds what the caller says it covers. It is only
+ *   created together with the stream (never for a stream that exists without
+ *   one, e.g. written before the mark existed, or whose mark expired first),
+ *   so a mark that exists is never below any entry of its stream.
  * - TTL: with the flag "1", a stream without a TTL then gets the remaining
- *   TTL of the session's record: a stream created after the session ended
- *   (a late retried batch) must expire with its record.
+ *   TTL of the session's record, and so does its mark: a stream created after
+ *   the session ended (a late retried batch) must expire with its record.
  * - Followers: when the followed flag exists (a node follows the session, see
  *   redis-feed.ts), the session's entries are published on its channel as
  *   `<id>` and `<frame>` lines, joined by "\n" (frames are one-line JSON; the
@@ -38,15 +47,28 @@ import { FencedError } from './store.js'
  */
 export const APPEND_SCRIPT = `local results = {}
 local a = 1
-for s = 0, #KEYS / 4 - 1 do
-  local stream, record, lease, followed = KEYS[4 * s + 1], KEYS[4 * s + 2], KEYS[4 * s + 3], KEYS[4 * s + 4]
-  local n, max, ttl, epoch, channel = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local first, last = a + 5, a + 4 + 2 * n
+for s = 0, #KEYS / 5 - 1 do
+  local stream, record, lease, followed, mark = KEYS[5 * s + 1], KEYS[5 * s + 2], KEYS[5 * s + 3], KEYS[5 * s + 4], KEYS[5 * s + 5]
+  local n, max, ttl, epoch, channel, known = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], tonumber(ARGV[a + 5])
+  local first, last = a + 6, a + 5 + 2 * n
   a = last + 1
   local result = 0
   if epoch ~= '' and redis.call('HGET', lease, 'epoch') ~= epoch then
     result = 'FENCED lease epoch ' .. epoch .. ' is not current'
   else
+    local largest = 0
+    for i = first + 1, last, 2 do
+      local size = string.len(ARGV[i])
+      if size > largest then largest = size end
+    end
+    if largest > known then
+      local current = redis.call('GET', mark)
+      if current then
+        if largest > tonumber(current) then redis.call('SET', mark, largest, 'KEEPTTL') end
+      elseif redis.call('EXISTS', stream) == 0 then
+        redis.call('SET', mark, largest)
+      end
+    end
     for i = first, last, 2 do
       local r = redis.pcall('XADD', stream, 'MAXLEN', '~', max, ARGV[i], 'f', ARGV[i + 1])
       if type(r) == 'table' and r.err ~= nil and not string.find(r.err, 'equal or smaller than the target stream top item', 1, true) then
@@ -55,9 +77,13 @@ for s = 0, #KEYS / 4 - 1 do
       end
     end
     if result == 0 then
+      result = largest
       if ttl == '1' and redis.call('PTTL', stream) == -1 then
         local left = redis.call('PTTL', record)
-        if left > 0 then redis.call('PEXPIRE', stream, left) end
+        if left > 0 then
+          redis.call('PEXPIRE', stream, left)
+          redis.call('PEXPIRE', mark, left)
+        end
       end
       if redis.call('EXISTS', followed) == 1 then
         redis.call('PUBLISH', channel, table.concat(ARGV, '\\n', first, last))
@@ -69,14 +95,16 @@ end
 return results`
 /** APPEND_SCRIPT as an ioredis command: EVALSHA, and EVAL on NOSCRIPT, by ioredis. */
 export const APPEND_COMMAND = 'cgwAppend'
-/** The number of keys (4 per session), the keys, then each session's arguments; one answer per session. */
-export type Append = (numKeys: number, ...args: Array<string | number>) => Promise<Array<0 | string>>
+/** The number of keys (5 per session), the keys, then each session's arguments; one answer per session: its longest frame's bytes, or an error. */
+export type Append = (numKeys: number, ...args: Array<string | number>) => Promise<AppendAnswer[]>
+/** APPEND_SCRIPT's answer for one session: the byte length of its longest frame in the call when written, else the error that stopped it. */
+export type AppendAnswer = number | string
 
 /**
  * Saves a session record: SET of KEYS[1] (meta) to ARGV[1]; with ARGV[2] > 0
- * (a final status) it and the stream KEYS[2], epoch counter KEYS[4] and
- * conversation KEYS[5] expire in that many seconds, else all are made
- * persistent. Fenced like APPEND_SCRIPT by ARGV[3] against the lease KEYS[3].
+ * (a final status) it and the stream KEYS[2], epoch counter KEYS[4],
+ * conversation KEYS[5] and the stream's largest-frame mark KEYS[6] expire in
+ * that many seconds, else all are made persistent. Fenced like APPEND_SCRIPT by ARGV[3] against the lease KEYS[3].
  */
 export const PUT_RECORD_SCRIPT = `if ARGV[3] ~= '' and redis.call('HGET', KEYS[3], 'epoch') ~= ARGV[3] then
   return redis.error_reply('FENCED lease epoch ' .. ARGV[3] .. ' is not current')
@@ -87,15 +115,17 @@ if ttl > 0 then
   redis.call('EXPIRE', KEYS[2], ttl)
   redis.call('EXPIRE', KEYS[4], ttl)
   redis.call('EXPIRE', KEYS[5], ttl)
+  redis.call('EXPIRE', KEYS[6], ttl)
 else
   redis.call('SET', KEYS[1], ARGV[1])
   redis.call('PERSIST', KEYS[2])
   redis.call('PERSIST', KEYS[4])
   redis.call('PERSIST', KEYS[5])
+  redis.call('PERSIST', KEYS[6])
 end
 return 0`
 export const PUT_RECORD_COMMAND = 'cgwPutRecord'
-export type PutRecord = (meta: string, events: string, lease: string, epoch: string, conversation: string, json: string, ttl: number, fence: string) => Promise<unknown>
+export type PutRecord = (meta: string, events: string, lease: string, epoch: string, conversation: string, largest: string, json: string, ttl: number, fence: string) => Promise<unknown>
 
 /**
  * SET of KEYS[1] (a session's conversation file) to ARGV[2], keeping the TTL
@@ -161,34 +191,58 @@ export type LeaseRelease = (lease: string, node: string, epoch: number) => Promi
  * A read with a byte budget, in one round trip: up to ARGV[2] entries of the
  * stream KEYS[1] from the id ARGV[1] on (as XRANGE), stopping before the
  * entry whose frame field `f` would take the sum of frame lengths (bytes)
- * past ARGV[3], but at least one entry. Entries are read inside Redis in
- * batches that start small and grow while they fit the rest of the budget at
- * the largest frame seen (at most 64), so huge frames are never all copied
- * into the script's memory at once. The reply is flat, `[<ids joined by ,>,
- * <frame>, <frame>, …]`: returned in XRANGE's nested shape, a page of 1000
- * small frames took about twice as long (Lua-to-reply conversion and client
- * parsing). Exclusive `(id` range starts need Redis 6.2. The budget has a
- * price: handing the entries to Lua costs Redis about 3 ms per 1000 frames
- * of 512 B, where a plain XRANGE costs 0.6 ms (but ioredis then takes about
- * 4 ms to decode its nested reply, against about 1 ms for this flat one).
+ * past ARGV[3], but at least one entry. The reply is flat, `[<ids joined by
+ * ,>, <frame>, <frame>, …]`: returned in XRANGE's nested shape, a page of
+ * 1000 small frames took about twice as long (Lua-to-reply conversion and
+ * client parsing). Exclusive `(id` range starts need Redis 6.2.
+ *
+ * Entries are read inside Redis in batches, so huge frames are never all
+ * copied into the script's memory at once. With the stream's largest-frame
+ * mark KEYS[2] (APPEND_SCRIPT keeps it), a batch is as many entries as fit
+ * the rest of the budget at that size: no batch can pass the budget, and a
+ * page of small frames is one XRANGE whose frames need no measuring. Without
+ * it (a stream written before the mark, or whose mark expired first),
+ * batches start at 4 entries and grow while they fit the rest of the budget
+ * at the largest frame seen so far, at most 64.
+ *
+ * The budget has a price: handing entries to Lua costs Redis about 2 ms per
+ * 1000 frames of 512 B with the mark (2.5 ms without), where a plain XRANGE
+ * costs 0.5 ms (but ioredis then takes about 3 ms to decode its nested
+ * reply, against about 1 ms for this flat one).
  */
 export const READ_SCRIPT = `local limit = tonumber(ARGV[2])
 local budget = tonumber(ARGV[3])
+local mark = tonumber(redis.call('GET', KEYS[2]) or '0')
 local ids = {}
 local out = {''}
+local function frameOf (entry)
+  local fields = entry[2]
+  if fields[1] == 'f' then return fields[2] end
+  for i = 3, #fields, 2 do
+    if fields[i] == 'f' then return fields[i + 1] end
+  end
+  return nil
+end
+if mark > 0 and mark * limit <= budget then
+  for _, entry in ipairs(redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', limit)) do
+    local frame = frameOf(entry)
+    if frame == nil then return redis.error_reply('stream entry ' .. entry[1] .. ' has no frame field') end
+    ids[#ids + 1] = entry[1]
+    out[#out + 1] = frame
+  end
+  out[1] = table.concat(ids, ',')
+  return out
+end
 local total = 0
 local largest = 1
 local batch = 4
+if mark > 0 then batch = math.max(1, math.floor(budget / mark)) end
 local start = ARGV[1]
 while #ids < limit do
   local want = math.min(limit - #ids, batch)
   local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', want)
   for _, entry in ipairs(entries) do
-    local fields = entry[2]
-    local frame = nil
-    for i = 1, #fields, 2 do
-      if fields[i] == 'f' then frame = fields[i + 1] break end
-    end
+    local frame = frameOf(entry)
     if frame == nil then return redis.error_reply('stream entry ' .. entry[1] .. ' has no frame field') end
     local size = string.len(frame)
     if #ids > 0 and total + size > budget then
@@ -202,16 +256,20 @@ while #ids < limit do
   end
   if #entries < want then break end
   start = '(' .. entries[#entries][1]
-  batch = math.max(1, math.min(batch * 4, 64, math.floor((budget - total) / largest)))
+  if mark > 0 then
+    batch = math.max(1, math.floor((budget - total) / mark))
+  else
+    batch = math.max(1, math.min(batch * 4, 64, math.floor((budget - total) / largest)))
+  end
 end
 out[1] = table.concat(ids, ',')
 return out`
 /** READ_SCRIPT as an ioredis command (defineCommand): EVAL once per connection, EVALSHA after, NOSCRIPT retried by ioredis; no SCRIPT command (the ACL allows none). */
 export const READ_COMMAND = 'cgwReadWithinBytes'
-export type ReadWithinBytes = (key: string, start: string, limit: number, maxBytes: number) => Promise<string[]>
+export type ReadWithinBytes = (key: string, largest: string, start: string, limit: number, maxBytes: number) => Promise<string[]>
 /** The same command's Buffer variant (ioredis defines `<name>Buffer`): the reply's strings as received, not decoded. */
 export const READ_COMMAND_RAW = `${READ_COMMAND}Buffer`
-export type ReadWithinBytesRaw = (key: string, start: string, limit: number, maxBytes: number) => Promise<Buffer[]>
+export type ReadWithinBytesRaw = (key: string, largest: string, start: string, limit: number, maxBytes: number) => Promise<Buffer[]>
 
 /** A script's FENCED refusal as the store's FencedError; any other error as it is. */
 export function fenced (sessionId: string, err: unknown): unknown {

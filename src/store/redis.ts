@@ -22,6 +22,10 @@
  *                           the lease hash holds their epoch.
  *   P{<id>}:conversation    String: the CLI's conversation file (saveConversation),
  *                           so another node can --resume; expires with the record.
+ *   P{<id>}:largest         String: the byte length of the longest frame the
+ *                           stream has held, kept by the append script so
+ *                           budgeted reads need not measure every entry
+ *                           (redis-scripts.ts); expires with the stream.
  *   P{<id>}:followed        String with a PX TTL, set by nodes that follow the
  *                           session live; while it exists, appends PUBLISH
  *                           their frames on the channel P{<id>}:feed.
@@ -44,7 +48,7 @@
  * or SCAN, so no command has to visit every master.
  *
  * Retention: when a session reaches a final status and ttlSecondsAfterEnd > 0,
- * the record, stream and epoch counter get that TTL (events appended later inherit the meta's
+ * the record, stream, its largest-frame mark and epoch counter get that TTL (events appended later inherit the meta's
  * remaining TTL); putting a non-final status again makes them persistent.
  *
  * Failure behaviour: a client created here fails a command instead of
@@ -154,8 +158,8 @@ export class RedisStore implements EventStore {
       this.#client.on('ready', () => { this.#lastError = null })
     }
     // On an injected client too: the same name always carries the same script.
-    this.#client.defineCommand(READ_COMMAND, { numberOfKeys: 1, lua: READ_SCRIPT })
-    this.#client.defineCommand(PUT_RECORD_COMMAND, { numberOfKeys: 5, lua: PUT_RECORD_SCRIPT })
+    this.#client.defineCommand(READ_COMMAND, { numberOfKeys: 2, lua: READ_SCRIPT })
+    this.#client.defineCommand(PUT_RECORD_COMMAND, { numberOfKeys: 6, lua: PUT_RECORD_SCRIPT })
     this.#client.defineCommand(PUT_CONVERSATION_COMMAND, { numberOfKeys: 3, lua: PUT_CONVERSATION_SCRIPT })
     this.#client.defineCommand(LEASE_ACQUIRE_COMMAND, { numberOfKeys: 2, lua: LEASE_ACQUIRE_SCRIPT })
     this.#client.defineCommand(LEASE_RENEW_COMMAND, { numberOfKeys: 2, lua: LEASE_RENEW_SCRIPT })
@@ -164,7 +168,7 @@ export class RedisStore implements EventStore {
     this.#appender = new RedisAppender({
       client,
       retention: this.#retention,
-      keys: (id) => ({ events: this.#events(id), meta: this.#meta(id), lease: this.#lease(id), followed: this.#followed(id), channel: this.#channel(id) })
+      keys: (id) => ({ events: this.#events(id), meta: this.#meta(id), lease: this.#lease(id), followed: this.#followed(id), largest: this.#largest(id), channel: this.#channel(id) })
     })
     this.leases = new RedisLeases({ client: this.#client, keys: { lease: (id) => this.#lease(id), epoch: (id) => this.#epoch(id) } })
     // ioredis emits `ready` after every (re)connection; a Cluster once all its nodes answer.
@@ -225,6 +229,7 @@ export class RedisStore implements EventStore {
   #epoch (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:epoch` }
   #conversation (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:conversation` }
   #followed (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:followed` }
+  #largest (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:largest` }
   #channel (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:feed` }
   #tenantIndex (tenant: string): string { return `${this.#prefix}tenant:${tenant}:sessions` }
   #live (): string { return `${this.#prefix}live` }
@@ -240,7 +245,7 @@ export class RedisStore implements EventStore {
     const key = this.#events(sessionId)
     if (maxBytes === undefined || maxBytes === Infinity) return (await this.#client.xrange(key, start, '+', 'COUNT', limit)).map(toEvent)
     const client = this.#client as unknown as Record<typeof READ_COMMAND, ReadWithinBytes>
-    const [ids = '', ...frames] = await client[READ_COMMAND](key, start, Math.floor(limit), maxBytes >= 0 ? Math.floor(maxBytes) : 0)
+    const [ids = '', ...frames] = await client[READ_COMMAND](key, this.#largest(sessionId), start, Math.floor(limit), maxBytes >= 0 ? Math.floor(maxBytes) : 0)
     if (frames.length === 0) return []
     const seqs = ids.split(',')
     if (seqs.length !== frames.length) throw new Error(`budgeted read of ${key} answered ${seqs.length} ids for ${frames.length} frames`)
@@ -253,7 +258,7 @@ export class RedisStore implements EventStore {
     const key = this.#events(sessionId)
     if (maxBytes === undefined || maxBytes === Infinity) return (await this.#client.xrangeBuffer(key, start, '+', 'COUNT', limit)).map(toRawEvent)
     const client = this.#client as unknown as Record<typeof READ_COMMAND_RAW, ReadWithinBytesRaw>
-    const [ids, ...frames] = await client[READ_COMMAND_RAW](key, start, Math.floor(limit), maxBytes >= 0 ? Math.floor(maxBytes) : 0)
+    const [ids, ...frames] = await client[READ_COMMAND_RAW](key, this.#largest(sessionId), start, Math.floor(limit), maxBytes >= 0 ? Math.floor(maxBytes) : 0)
     if (ids === undefined || frames.length === 0) return []
     // Entry ids are ASCII digits, '-' and ','.
     const seqs = ids.toString('latin1').split(',')
@@ -281,7 +286,7 @@ export class RedisStore implements EventStore {
     // index entries after, so a listed member without meta always means expired.
     const client = this.#client as unknown as Record<typeof PUT_RECORD_COMMAND, PutRecord>
     try {
-      await client[PUT_RECORD_COMMAND](this.#meta(record.id), this.#events(record.id), this.#lease(record.id), this.#epoch(record.id), this.#conversation(record.id),
+      await client[PUT_RECORD_COMMAND](this.#meta(record.id), this.#events(record.id), this.#lease(record.id), this.#epoch(record.id), this.#conversation(record.id), this.#largest(record.id),
         json, final && ttl > 0 ? ttl : 0, lease === undefined ? '' : String(lease.epoch))
     } catch (err) {
       throw fenced(record.id, err)
