@@ -297,9 +297,9 @@ async function permission () {
 }
 
 // ---------------------------------------------------------------- replay
-// Writes `lines` events (one fast turn), then measures (a) reconnecting with
-// ?after=<seq before them> until all are delivered, `resume_reps` times, and
-// (b) GET /events pages of 1000 through them, `history_reps` times.
+// Writes `lines` events (one fast turn), then measures reconnecting with
+// ?after=<seq before them> until all are delivered, `resume_reps` times
+// (history pages: the `history` mode below).
 async function replay () {
   // cfg.bare = {key, after, last}: measure bench/bare-server.mjs over events
   // already in the stream `key` instead of filling a gateway session first.
@@ -327,11 +327,10 @@ async function replay () {
   }
   const expected = resultSeq - after
 
-  // One extra run of each first, reported apart (first_*): the replay and
-  // history code paths are cold (JIT) the first time in a gateway process.
+  // One extra run first, reported apart (first_resume): the replay code
+  // path is cold (JIT) the first time in a gateway process.
   const resume = []
   let firstResume = null
-  const firstPages = []
   for (let r = -1; r < cfg.resume_reps; r++) {
     await sleep(50)
     const t0 = hr()
@@ -360,40 +359,63 @@ async function replay () {
     else firstResume = { ms, open_ms: openMs, first_frame_ms: firstFrameMs, count, expected, bad }
   }
 
-  const pages = []
-  const pageChecks = { events: 0, bad: 0 }
-  for (let r = -1; r < cfg.history_reps; r++) {
-    let cursor = after
-    while (cursor < resultSeq) {
-      const t0 = hr()
-      const url = bare === null
-        ? `${cfg.http}/v1/sessions/${cfg.session}/events?after=${cursor}&limit=1000`
-        : `${cfg.http}/events?key=${encodeURIComponent(bare.key)}&after=${cursor}&limit=1000`
-      const res = await fetch(url, { headers: headers() })
-      const text = await res.text()
-      const ms = (hr() - t0) / 1e6
-      if (res.status !== 200) throw new Error(`history page: ${res.status} ${text.slice(0, 200)}`)
-      const body = JSON.parse(text)
-      if (r >= 0) pages.push({ ms, events: body.events.length, bytes: text.length })
-      else firstPages.push(ms)
-      for (const e of body.events) { if (e.seq !== cursor + 1) pageChecks.bad++; cursor = e.seq; if (r >= 0) pageChecks.events++ }
-      if (!body.has_more) break
-    }
-  }
   return {
     events: expected,
     after,
     last_seq: resultSeq,
     resume,
     resume_ms: stats(resume.map((x) => x.ms)),
-    first_resume: firstResume,
-    first_history_page_ms: stats(firstPages),
-    history_page_ms: stats(pages.map((p) => p.ms)),
-    history_pages: pages.length,
-    history_page_events: stats(pages.map((p) => p.events)),
-    history_page_bytes: stats(pages.map((p) => p.bytes)),
-    history_checks: pageChecks
+    first_resume: firstResume
   }
+}
+
+// ---------------------------------------------------------------- history
+// GET /events pages of 1000 through events (after, last], `history_reps`
+// passes after one warm-up pass, from each of `targets` in turn page by page
+// (the gateway's page k, then the bare server's page k, ...), so both sides
+// are timed under the same conditions. A target is {name, http, session,
+// token} (the gateway's API) or {name, http, key} (bench/bare-server.mjs).
+async function history () {
+  const url = (t, cursor) => t.key === undefined
+    ? `${t.http}/v1/sessions/${t.session}/events?after=${cursor}&limit=1000`
+    : `${t.http}/events?key=${encodeURIComponent(t.key)}&after=${cursor}&limit=1000`
+  const out = new Map(cfg.targets.map((t) => [t.name, { pages: [], first: [], checks: { events: 0, bad: 0 } }]))
+  for (let r = -1; r < cfg.history_reps; r++) {
+    const cursors = new Map(cfg.targets.map((t) => [t.name, cfg.after]))
+    let open = cfg.targets.length
+    while (open > 0) {
+      for (const t of cfg.targets) {
+        const cursor = cursors.get(t.name)
+        if (cursor === null) continue
+        const o = out.get(t.name)
+        const t0 = hr()
+        const res = await fetch(url(t, cursor), { headers: t.token === undefined ? {} : { authorization: `Bearer ${t.token}` } })
+        const text = await res.text()
+        const ms = (hr() - t0) / 1e6
+        if (res.status !== 200) throw new Error(`${t.name} history page: ${res.status} ${text.slice(0, 200)}`)
+        const body = JSON.parse(text)
+        if (r >= 0) o.pages.push({ ms, events: body.events.length, bytes: text.length })
+        else o.first.push(ms)
+        let next = cursor
+        for (const e of body.events) { if (e.seq !== next + 1) o.checks.bad++; next = e.seq; if (r >= 0) o.checks.events++ }
+        const done = !body.has_more || next >= cfg.last
+        cursors.set(t.name, done ? null : next)
+        if (done) open--
+      }
+    }
+  }
+  const result = {}
+  for (const [name, o] of out) {
+    result[name] = {
+      first_history_page_ms: stats(o.first),
+      history_page_ms: stats(o.pages.map((p) => p.ms)),
+      history_pages: o.pages.length,
+      history_page_events: stats(o.pages.map((p) => p.events)),
+      history_page_bytes: stats(o.pages.map((p) => p.bytes)),
+      history_checks: o.checks
+    }
+  }
+  return result
 }
 
 // ---------------------------------------------------------------- idle
@@ -601,7 +623,7 @@ async function soak () {
   }
 }
 
-const modes = { stream, multi, permission, replay, idle, sessions, soak }
+const modes = { stream, multi, permission, replay, history, idle, sessions, soak }
 const fn = modes[cfg.mode]
 if (fn === undefined) {
   emit({ error: `unknown mode ${cfg.mode}` })
