@@ -363,6 +363,8 @@ async function scenarioScaling (): Promise<void> {
   const r = (x: { med: number, min: number, max: number }, d: number): string => `${fmt(x.med, d)} (${fmt(x.min, d)}–${fmt(x.max, d)})`
   const load = [...g.runs].map((x) => fmt(x.load1, 2)).join(', ')
   row({ scenario, metric: 'p99 latency (pass: added p99 = gateway − relay per turn pair)', unit: 'ms', gateway: spread(g.runs, (x) => x.p99).med, baseline: spread(c.sides.relay.runs, (x) => x.p99).med, vs: 'relay', target: 'added ≤ 3 ms', pass: !failed && p99.med <= 3, note: `added p99 ${r(p99, 2)} ms, p50 ${r(added(c, (x) => x.p50), 2)} ms over ${g.runs.length} turn pair(s); load ${load}${failed ? '; A SIDE FAILED (see the scaling table)' : ''}` })
+  const p99S = spread(c.sides.store.runs, (x) => x.p99)
+  row({ scenario, metric: 'p99 latency vs relay + store', unit: 'ms', gateway: spread(g.runs, (x) => x.p99).med, baseline: p99S.med, vs: `relay + store (${bestStore})`, target: 'reference', pass: null, note: `relay + store p99 ${r(p99S, 2)} ms, p50 ${r(spread(c.sides.store.runs, (x) => x.p50), 2)} ms: the relay paying the store hop before each send, as the gateway does` })
   row({ scenario, metric: 'CPU per line', unit: 'µs', gateway: cpuG.med, baseline: cpuS.med, vs: `relay + store (${bestStore})`, target: '≤ 1.5 × relay + store', pass: !failed && cpuG.med <= 1.5 * cpuS.med, note: `gateway ${r(cpuG, 1)}, relay + store ${r(cpuS, 1)}, relay ${r(spread(c.sides.relay.runs, (x) => x.cpu_us_per_line), 1)} µs; Redis per line: gateway ${r(spread(g.runs, (x) => x.redis_cpu_us_per_line), 1)}, relay + store ${r(spread(c.sides.store.runs, (x) => x.redis_cpu_us_per_line), 1)} µs` })
 }
 

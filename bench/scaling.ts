@@ -235,10 +235,10 @@ export function renderScaling (cells: Cell[], sizes: ScalingSizes, store: string
   const out: string[] = []
   out.push('## Scaling curve', '')
   out.push(`Each cell: every session gets ${sizes.seconds} s of lines at the given rate (${sizes.bytes} B), ${sizes.reps} measured turn(s) per side after a warm-up turn, sides interleaved; figures are the median of the turns with min–max in brackets. ` +
-    `relay = bench/relay.mjs without store; relay+store = the same storing each chunk first (${store}, the faster mode in this run's saturation test). Added = gateway − relay of the same turn pair. ` +
+    `relay = bench/relay.mjs without store; relay+store = the same storing each chunk first (${store}, the faster mode in this run's saturation test), shown for latency too: it pays the store hop the gateway pays. Added = gateway − relay of the same turn pair. ` +
     'CPU per line = the process\'s CPU time over the turn ÷ lines generated (all sessions); Redis CPU likewise for redis-server. RSS per session = (process RSS after a full GC after the cell − the same process kind with no session) ÷ sessions, shown from 100 sessions up (below that, heap noise is larger than the figure; the JSON has it). Load = 1-minute load average when each turn started.', '')
-  out.push('| sessions × lines/s × clients | load (1 min) | relay p50 / p99 ms | gateway p50 / p99 ms | added p50 / p99 ms | CPU µs/line: gateway / relay / relay+store | Redis µs/line: gateway / relay+store | RSS KiB/session: gateway / relay | notes |')
-  out.push('|---|---|---|---|---|---|---|---|---|')
+  out.push('| sessions × lines/s × clients | load (1 min) | relay p50 / p99 ms | relay+store p50 / p99 ms | gateway p50 / p99 ms | added p50 / p99 ms | CPU µs/line: gateway / relay / relay+store | Redis µs/line: gateway / relay+store | RSS KiB/session: gateway / relay | notes |')
+  out.push('|---|---|---|---|---|---|---|---|---|---|')
   for (const c of cells) {
     const reps = sizes.reps
     const g = c.sides.gateway
@@ -258,7 +258,7 @@ export function renderScaling (cells: Cell[], sizes: ScalingSizes, store: string
       if (slow.length > 0) notes.push(`${name} fell behind: turns took ${side.runs.map((x) => f(x.span_s, 1)).join(', ')} s for ${f(nominal, 1)} s of lines`)
     }
     notes.push(`${g.runs[0]?.n ?? 0} samples a turn`)
-    out.push(`| ${c.sessions} × ${c.rate} × ${c.clients} | ${load} | ${fs(spread(r.runs, (x) => x.p50), 2, reps)} / ${fs(spread(r.runs, (x) => x.p99), 2, reps)} | ${fs(spread(g.runs, (x) => x.p50), 2, reps)} / ${fs(spread(g.runs, (x) => x.p99), 2, reps)} | ` +
+    out.push(`| ${c.sessions} × ${c.rate} × ${c.clients} | ${load} | ${fs(spread(r.runs, (x) => x.p50), 2, reps)} / ${fs(spread(r.runs, (x) => x.p99), 2, reps)} | ${fs(spread(s.runs, (x) => x.p50), 2, reps)} / ${fs(spread(s.runs, (x) => x.p99), 2, reps)} | ${fs(spread(g.runs, (x) => x.p50), 2, reps)} / ${fs(spread(g.runs, (x) => x.p99), 2, reps)} | ` +
       `${fs(added(c, (x) => x.p50), 2, reps)} / ${fs(added(c, (x) => x.p99), 2, reps)} | ${fs(spread(g.runs, (x) => x.cpu_us_per_line), 1, reps)} / ${fs(spread(r.runs, (x) => x.cpu_us_per_line), 1, reps)} / ${fs(spread(s.runs, (x) => x.cpu_us_per_line), 1, reps)} | ` +
       `${fs(spread(g.runs, (x) => x.redis_cpu_us_per_line), 1, reps)} / ${fs(spread(s.runs, (x) => x.redis_cpu_us_per_line), 1, reps)} | ${c.sessions < 100 ? '—' : `${f((g.rss_per_session ?? NaN) / 1024, 1)} / ${f((r.rss_per_session ?? NaN) / 1024, 1)}`} | ${notes.join('; ').replace(/\|/g, '\\|')} |`)
   }
