@@ -4,6 +4,9 @@
 // Usage: node bench/profile-summary.mjs <file.cpuprofile|file.heapprofile> [top=25]
 import { readFileSync } from 'node:fs'
 
+// Piped into `head`: stop quietly when the reader has had enough.
+process.stdout.on('error', (err) => { if (err.code === 'EPIPE') process.exit(0); else throw err })
+
 const file = process.argv[2]
 const top = Number(process.argv[3] ?? 25)
 if (file === undefined) {
