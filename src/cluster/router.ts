@@ -76,13 +76,13 @@ type Message =
   | { k: 'frame', s: string, c: string, n: string, r: Role, f: ClientFrame, i: number }
   | { k: 'ack', c: string, i: number }
   | { k: 'send', s: string, c: string, f: string }
-  | { k: 'moved', s: string, c: string, i?: number }
+  | { k: 'moved', s: string, c: string, i?: number, n?: string }
   | { k: 'call', s: string, id: string, n: string, op: CallOp, a: unknown[] }
   | { k: 'reply', id: string, ok: boolean, v?: unknown, moved?: boolean, e?: string, c?: ErrorCode }
 
 interface LocalClient { sessionId: string, port: ClientPort, owner: string, role: Role }
-/** A frame sent to an owner and not yet confirmed by it. */
-interface Unconfirmed { id: number, sessionId: string, port: ClientPort, frame: ClientFrame, sentAt: number }
+/** A frame sent to an owner (`owner`, a node) and not yet confirmed by it. */
+interface Unconfirmed { id: number, sessionId: string, port: ClientPort, frame: ClientFrame, sentAt: number, owner: string }
 interface Remote { port: RemotePort, sessionId: string, seen: number }
 
 export class ClusterRouter {
@@ -140,7 +140,7 @@ export class ClusterRouter {
     const id = ++this.#frameCount
     let list = this.#unconfirmed.get(port.id)
     if (list === undefined) this.#unconfirmed.set(port.id, list = [])
-    list.push({ id, sessionId: local.sessionId, port, frame, sentAt: Date.now() })
+    list.push({ id, sessionId: local.sessionId, port, frame, sentAt: Date.now(), owner: local.owner })
     this.#post(local.owner, { k: 'frame', s: local.sessionId, c: port.id, n: this.#o.node, r: local.role, f: frame, i: id })
     return true
   }
@@ -209,13 +209,13 @@ export class ClusterRouter {
     switch (m.k) {
       case 'attach': {
         const session = this.#owned(m.s)
-        if (session === null) { this.#post(m.n, { k: 'moved', s: m.s, c: m.c }); return }
+        if (session === null) { this.#post(m.n, { k: 'moved', s: m.s, c: m.c, n: this.#o.node }); return }
         this.#remotePort(m.s, m.c, m.n, m.r, session)
         return
       }
       case 'frame': {
         const session = this.#owned(m.s)
-        if (session === null) { this.#post(m.n, { k: 'moved', s: m.s, c: m.c, i: m.i }); return }
+        if (session === null) { this.#post(m.n, { k: 'moved', s: m.s, c: m.c, i: m.i, n: this.#o.node }); return }
         session.handleFrame(this.#remotePort(m.s, m.c, m.n, m.r, session), m.f)
         this.#post(m.n, { k: 'ack', c: m.c, i: m.i })
         return
@@ -245,22 +245,31 @@ export class ClusterRouter {
       }
       case 'moved': {
         const local = this.#local.get(m.c)
-        this.#local.delete(m.c)
+        // From a node the client is routed to no more (its frames went elsewhere since), a
+        // reply changes nothing: the first one from that node already handed everything back.
+        // A node too old to say who it is (no `n`) is taken to be the current owner.
+        const current = local !== undefined && (m.n === undefined || local.owner === m.n)
+        if (current) this.#local.delete(m.c)
         if (m.i === undefined) {
           // The reply to an attach (or its heartbeat): the frames sent after it still get their
           // own replies (ack, or 'moved' with their id), so they stay unconfirmed until then
           // (or until #resendUnconfirmed hands them back). Dropping them here lost them.
-          if (local !== undefined) this.#o.find(m.s)?.ownerMoved(local.port, [])
+          if (current) this.#o.find(m.s)?.ownerMoved(local.port, [])
           return
         }
-        // This frame and every later one of the client went to a node that does not own the
-        // session: all of them are handled here again (later 'moved' replies find nothing left).
+        // This frame and every later one of the client sent to the same node went to a node
+        // that does not own the session: all of them are handled here again. Frames sent to
+        // another node since stay with that node; a frame no longer waiting was handed back
+        // already (an earlier reply, or #resendUnconfirmed), and what waits now went elsewhere.
         const list = this.#unconfirmed.get(m.c) ?? []
-        this.#unconfirmed.delete(m.c)
-        const from = Math.max(0, list.findIndex((u) => u.id === m.i))
-        const again = list.slice(from)
-        const port = again[0]?.port ?? local?.port
-        if (port !== undefined && (again.length > 0 || local !== undefined)) this.#o.find(m.s)?.ownerMoved(port, again.map((u) => u.frame))
+        const from = list.findIndex((u) => u.id === m.i)
+        const to = from < 0 ? undefined : (list[from] as Unconfirmed).owner
+        const again = list.filter((u, k) => k >= from && u.owner === to)
+        const keep = list.filter((u, k) => !(k >= from && u.owner === to))
+        if (keep.length > 0) this.#unconfirmed.set(m.c, keep)
+        else this.#unconfirmed.delete(m.c)
+        const port = again[0]?.port ?? (current ? local.port : undefined)
+        if (port !== undefined) this.#o.find(m.s)?.ownerMoved(port, again.map((u) => u.frame))
         return
       }
       case 'call': {
@@ -310,16 +319,23 @@ export class ClusterRouter {
     return port
   }
 
-  /** Frames an owner did not confirm within three heartbeats go back to their sessions (the owner died or hangs). */
+  /**
+   * Frames an owner did not confirm within three heartbeats go back to their
+   * sessions (the owner died or hangs): every frame of that client sent to
+   * that node. Frames sent to another node since stay with it.
+   */
   #resendUnconfirmed (): void {
     const late = Date.now() - 3 * this.#o.heartbeatMs
     for (const [client, list] of this.#unconfirmed) {
       const first = list[0]
       if (first === undefined || first.sentAt >= late) continue
-      this.#unconfirmed.delete(client)
-      this.#local.delete(client)
-      this.#o.logger.warn({ session: first.sessionId, frames: list.length }, 'the owning node did not confirm routed frames in time; handling them here')
-      this.#o.find(first.sessionId)?.ownerMoved(first.port, list.map((u) => u.frame))
+      const again = list.filter((u) => u.owner === first.owner)
+      const keep = list.filter((u) => u.owner !== first.owner)
+      if (keep.length > 0) this.#unconfirmed.set(client, keep)
+      else this.#unconfirmed.delete(client)
+      if (this.#local.get(client)?.owner === first.owner) this.#local.delete(client)
+      this.#o.logger.warn({ session: first.sessionId, frames: again.length }, 'the owning node did not confirm routed frames in time; handling them here')
+      this.#o.find(first.sessionId)?.ownerMoved(first.port, again.map((u) => u.frame))
     }
   }
 

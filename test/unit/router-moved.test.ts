@@ -2,7 +2,9 @@
  * ClusterRouter (src/cluster/router.ts) when the node a client's frames were
  * routed to turns out not to own the session: every frame comes back to the
  * client's node to be handled again, whichever `moved` reply (the attach's or
- * the frame's) arrives first. Two routers on an in-process bus.
+ * the frame's) arrives first, and once only: the later replies of that node
+ * do not hand back the frames sent to the real owner since. Routers on an
+ * in-process bus.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
@@ -65,6 +67,41 @@ describe('ClusterRouter: frames sent to a node that does not own the session', (
     } finally {
       await b.close()
       await c.close()
+    }
+  })
+
+  it('hands each frame back once: later moved replies leave the frames re-sent to the owner alone', async () => {
+    const inboxes = new Map<string, (message: string) => void>()
+    const logger = pino({ level: 'silent' })
+    const onC = recordingSession(false) // C lost the session
+    const onD = recordingSession(true) // D owns it now
+    let b: ClusterRouter | null = null
+    // B's session, told the owner moved, learns that D owns it and sends the frames there at once.
+    const onB: RoutedSession & { movedBack: ClientFrame[][] } = {
+      ...recordingSession(false),
+      ownerMoved (port, frames) {
+        onB.movedBack.push(frames)
+        b?.attach('d', 's1', port, 'controller')
+        for (const frame of frames) b?.frame(port, frame)
+      }
+    }
+    b = new ClusterRouter({ bus: memoryBus(inboxes), node: 'b', logger, find: () => onB, heartbeatMs: 60_000 })
+    const c = new ClusterRouter({ bus: memoryBus(inboxes), node: 'c', logger, find: () => onC, heartbeatMs: 60_000 })
+    const d = new ClusterRouter({ bus: memoryBus(inboxes), node: 'd', logger, find: () => onD, heartbeatMs: 60_000 })
+    await Promise.all([b.start(), c.start(), d.start()])
+    try {
+      const port = { id: 'client-1', send () {} }
+      const frames = ['one', 'two', 'three'].map((text, i) => ({ type: 'user', uuid: `u${i}`, message: { role: 'user', content: text } }) as unknown as ClientFrame)
+      b.attach('c', 's1', port, 'controller')
+      for (const frame of frames) assert.equal(b.frame(port, frame), true)
+      await settle()
+      assert.deepEqual(onC.handled, [], 'C, not the owner, ran nothing')
+      assert.deepEqual(onD.handled, frames, 'D ran each frame once, in order')
+      assert.deepEqual(onB.movedBack.flat(), frames, 'each frame came back to B once')
+      // D confirmed them all: nothing is left to hand back, however late C's replies come.
+      assert.deepEqual(b.unroute(port), [])
+    } finally {
+      await Promise.all([b.close(), c.close(), d.close()])
     }
   })
 })
