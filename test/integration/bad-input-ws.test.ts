@@ -13,7 +13,8 @@ import { describe, it } from 'node:test'
 import type { CliExit, CliLauncher } from '../../src/cli/cli-handle.js'
 import { errorCode, isRefusal } from '../support/frames.js'
 import { TOKEN_A, eventually } from '../support/gateway.js'
-import { client, fence, gateway } from '../support/sessions.js'
+import { LIMITS, client, fence, gateway } from '../support/sessions.js'
+import { turnsUntil } from './resume-helpers.js'
 
 const nested = (depth: number): string => `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"deep","x":${'['.repeat(depth)}${']'.repeat(depth)}}]}}`
 
@@ -180,31 +181,37 @@ describe('connections that stop cooperating', () => {
   })
 
   it('closes a client that stops reading during a big burst with 4008, while the others get every frame', async (t) => {
-    const gw = await gateway(t, { env: { WS_MAX_BUFFERED_BYTES: '65536' } })
+    const gw = await gateway(t, { env: { ...LIMITS, WS_MAX_BUFFERED_BYTES: '65536' } })
     const id = (await gw.createSession()).id
     const holder = await client(gw, t, id, 'after=0')
     const other = await client(gw, t, id, 'role=observer')
     const slow = await client(gw, t, id, 'role=observer')
     slow.ws.pause() // stops reading from its socket: the gateway's backlog for it grows
 
-    // 6 MB: about 4 MB fit in the loopback socket buffers before the gateway's own backlog grows. The
-    // gateway closes with 4008 and terminates 2 s later if the peer never reads the close frame, so the
-    // slow client must resume reading within that grace to see the code (the burst takes well under 1 s).
-    const blocks = 200
-    holder.sendUser(`burst ${blocks} 30000`)
-    await holder.waitFor((f) => f.type === 'result', 20_000)
-    await other.waitFor((f) => f.type === 'result', 20_000)
+    // Turns of 180 KB, each read by the holder and the other observer before the next, until the
+    // gateway has ended the slow client (past the loopback buffers, a few MB, and its 64 KB budget).
+    // One burst of megabytes could outrun this process's own readers on a loaded machine, and the
+    // gateway would rightly end them too (resume-helpers.ts, turnsUntil). The gateway terminates a
+    // closed client 2 s later if it never reads the close frame, so the slow one resumes at once.
+    const perTurn = 6
+    let turns = 0
+    // Ended: its server-side socket is closing (the 4008 close frame waits for it to read).
+    const closing = (): number => [...gw.app.websocketServer.clients].filter((ws) => ws.readyState === ws.CLOSING).length
+    await turnsUntil(gw, id, holder, [other], `burst ${perTurn} 30000`, (n) => {
+      turns = n
+      return closing() === 1
+    }, 'the gateway to end the slow client')
     slow.ws.resume()
     assert.equal(await slow.waitClose(), 4008)
 
     for (const c of [holder, other]) {
       const texts = c.frames.filter((f) => f.type === 'assistant').map((f) => f.message.content[0].text as string)
-      assert.equal(texts.filter((x) => x.startsWith('#')).length, blocks)
+      assert.equal(texts.filter((x) => x.startsWith('#')).length, turns * perTurn)
       const seqs = c.seqFrames.map((f) => f.seq as number)
       assert.ok(seqs.every((s, i) => i === 0 || s === (seqs[i - 1] as number) + 1), 'no gap')
       assert.equal(c.closeCode, null)
     }
-    assert.ok(slow.frames.filter((f) => f.type === 'assistant').length < blocks, 'the slow client did not get everything')
+    assert.ok(slow.frames.filter((f) => f.type === 'assistant').length < turns * perTurn, 'the slow client did not get everything')
     await eventually(async () => (await gw.request('GET', `/v1/sessions/${id}`)).body.clients === 2, 5000, 'the slow client to be detached')
   })
 })
