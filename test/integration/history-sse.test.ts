@@ -180,10 +180,11 @@ describe('GET /v1/sessions/:id/events/stream', () => {
   })
 
   it('ends a stream whose client stops reading during the replay (within two keep-alive intervals)', async (t) => {
-    const quick = await gateway(t, { env: { KEEPALIVE_INTERVAL_MS: '200' } })
+    const quick = await gateway(t, { env: { ...LIMITS, KEEPALIVE_INTERVAL_MS: '200' } })
     const { id } = await quick.createSession()
     const controller = await quick.connect(id)
-    await turn(quick, id, controller, 'burst 3000 4000', 30_000) // ~12 MB: more than the socket buffers hold
+    // ~12 MB of history, more than the socket buffers hold, in turns of 400 KB the controller reads as they come.
+    await turnsUntil(quick, id, controller, [], 'burst 100 4000', (n) => n === 30, 'history')
     controller.terminate()
     await eventually(async () => (await quick.request('GET', `/v1/sessions/${id}`)).body.clients === 0, 5000, 'controller gone')
     const sse = await SseReader.open(`${quick.url}/v1/sessions/${id}/events/stream`)
