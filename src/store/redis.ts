@@ -448,10 +448,11 @@ export class RedisStore implements EventStore {
 function clientOptions (commandTimeoutMs: number): RedisOptions {
   return {
     enableAutoPipelining: true,
-    // Appends go out at once, as one command: auto-pipelining would hold each
-    // one to the end of the event-loop turn (setImmediate) behind a pipeline
-    // object, costing latency and GC time per relayed batch.
-    autoPipeliningIgnoredCommands: ['evalsha', 'eval', APPEND_COMMAND],
+    // Appends and history reads go out at once, as one command: auto-pipelining
+    // would hold each one to the end of the event-loop turn (setImmediate)
+    // behind a pipeline object, costing latency and GC time per relayed batch
+    // or page (a page's reply is also collected through the pipeline's result).
+    autoPipeliningIgnoredCommands: ['evalsha', 'eval', APPEND_COMMAND, READ_COMMAND],
     enableOfflineQueue: true,
     maxRetriesPerRequest: 1,
     commandTimeout: commandTimeoutMs,
