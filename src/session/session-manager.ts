@@ -12,24 +12,18 @@
  * may have lost it).
  */
 import { randomUUID } from 'node:crypto'
-import { mkdirSync, realpathSync, rmdirSync } from 'node:fs'
-import { homedir } from 'node:os'
-import { join, resolve } from 'node:path'
-import type { Logger } from 'pino'
-import { buildCliArgs } from '../cli/cli-args.js'
-import { buildCliEnv } from '../cli/cli-env.js'
-import type { CliLauncher, CliSpawnSpec } from '../cli/cli-handle.js'
-import type { ControlPolicy, PolicyScope } from '../control/control-policy.js'
+import { rmdirSync } from 'node:fs'
+import type { CliLauncher } from '../cli/cli-handle.js'
+import type { ControlPolicy } from '../control/control-policy.js'
 import type { PendingRequest } from '../control/pending-requests.js'
 import { GatewayError } from '../errors.js'
 import { type MetricsSink, noopMetrics } from '../metrics/sink.js'
 import type { SessionOptions } from '../protocol/session-options.js'
 import type { LeaseKeeper } from '../cluster/lease-keeper.js'
-import { type EventStore, type Lease, type SessionPage, type SessionRecord, isFinal } from '../store/store.js'
+import { type Lease, type SessionPage, type SessionRecord, isFinal } from '../store/store.js'
 import type { SessionOwnership, SessionRoute } from './session-deps.js'
-import { Session, type SessionDeps, type SessionLimits } from './session.js'
-import { readConversation, writeConversation } from './conversation-file.js'
-import { sandboxWorkdir, sessionWorkspace } from './workspace.js'
+import { Session, type SessionLimits } from './session.js'
+import { CliPlan, type CliPlanOptions } from './cli-plan.js'
 import { sessionViews } from './session-listing.js'
 import type { SessionEvents } from './session-events.js'
 
@@ -38,33 +32,16 @@ const PROMPT_SCAN_MAX = 1000
 /** How long a listing waits for another node to describe a session it runs (then: as stored). */
 const LIST_OWNER_TIMEOUT_MS = 2000
 
-export interface SessionManagerOptions {
-  store: EventStore
+/** The CLI plan's options (command, folders, environment, store, logger), and: */
+export interface SessionManagerOptions extends CliPlanOptions {
   launch: CliLauncher
-  logger: Logger
-  claudeBin: string
-  claudeArgsExtra: string[]
-  workspaceRoot: string
   maxSessions: number
   maxSessionsPerTenant: number
   /** Other nodes' CLIs per tenant (src/cluster/placement.ts): MAX_SESSIONS_PER_TENANT counts them too. Default: this node's only. */
   tenants?: ClusterTenants
   /** What clients may ask of the CLI: control requests, permission answers, granting session options. */
   policy: ControlPolicy
-  /** Each tenant's CLI config dir is `<configRoot>/<tenant>` (CLAUDE_CONFIG_DIR); null leaves the CLI's default. */
-  configRoot: string | null
-  /**
-   * SANDBOX=bwrap (and no launcher): specs carry the sandbox's folders and the
-   * gateway never creates or resolves the tenant-chosen `cwd` on the host.
-   */
-  sandboxed?: boolean
-  /** Operator command wrapping each CLI: gets `<workspace> <config dir> -- <cli> <args...>`. */
-  launcher?: string | undefined
   limits: SessionLimits
-  /** Environment the CLI's allowlisted env is taken from. */
-  env?: NodeJS.ProcessEnv
-  /** CLI_ENV_ALLOW: names and prefixes passed to the CLI beyond the built-in list. */
-  cliEnvAllow?: readonly string[]
   /** What sessions count for /metrics (default: nothing). */
   metrics?: MetricsSink
   /** Who is told of prompts, finished turns and ended sessions (webhooks; default: nobody). */
@@ -110,10 +87,13 @@ export class SessionManager {
   readonly #ownership: SessionOwnership
   #sweeper: NodeJS.Timeout | null = null
   #sweeping = false
+  /** How each session's CLI is started (folders, command, environment, conversation carry). */
+  readonly #plan: CliPlan
 
   constructor (options: SessionManagerOptions) {
     this.#o = options
     this.metrics = options.metrics ?? noopMetrics
+    this.#plan = new CliPlan(options)
     const keeper = options.keeper
     const leases = options.store.leases
     this.#ownership = {
@@ -163,7 +143,7 @@ export class SessionManager {
     const refused = this.#admit(tenant)
     if (refused !== null) throw refused
     const id = randomUUID()
-    const place = this.#workspace(tenant, id, options.cwd) // validates cwd before anything is stored
+    const place = this.#plan.workspace(tenant, id, options.cwd) // validates cwd before anything is stored
     // The slot is held from here, across the store write: concurrent creates see it and
     // are refused above, before they store a record they could not start.
     this.#reserved.set(id, tenant)
@@ -447,14 +427,14 @@ export class SessionManager {
         else this.#running.delete(s)
         if (had !== s.running) void this.#o.tenants?.changed()
       },
-      spawnSpec: (resume) => this.#spawnSpec(record, options, resume),
+      spawnSpec: (resume) => this.#plan.spawnSpec(record, options, resume),
       policy: this.#o.policy,
-      policyScope: () => this.#policyScope(record, options),
+      policyScope: () => this.#plan.policyScope(record, options),
       metrics: this.metrics,
       ...(this.#o.events === undefined ? {} : { events: this.#o.events }),
       ownership: this.#ownership,
       ...(this.#o.route === undefined ? {} : { route: this.#o.route }),
-      ...(this.#o.carryConversations === true ? { conversation: this.#conversationCarry(record) } : {}),
+      ...(this.#o.carryConversations === true ? { conversation: this.#plan.conversationCarry(record) } : {}),
       onFenced: (s) => {
         if (this.#running.delete(s)) void this.#o.tenants?.changed()
         if (this.#sessions.get(s.id) === s) this.#sessions.delete(s.id)
@@ -462,60 +442,6 @@ export class SessionManager {
     }, lease)
     this.#sessions.set(record.id, session)
     return session
-  }
-
-  /** Where this session's CLI keeps its conversation, and how it goes to and from the store. */
-  #conversationCarry (record: SessionRecord): NonNullable<SessionDeps['conversation']> {
-    const env = this.#o.env ?? process.env
-    const configDir = this.#o.configRoot !== null
-      ? join(this.#o.configRoot, record.tenant)
-      : env.CLAUDE_CONFIG_DIR ?? join(env.HOME ?? homedir(), '.claude')
-    const store = this.#o.store
-    return {
-      save: async (lease) => {
-        const data = readConversation(configDir, record.id)
-        if (data !== null) await store.saveConversation(record.id, data, lease)
-      },
-      restore: async () => {
-        const stored = await store.loadConversation(record.id)
-        if (stored !== null && writeConversation(configDir, record.id, stored)) {
-          this.#o.logger.info({ session: record.id, bytes: stored.length }, 'conversation brought from the store for --resume')
-        }
-      }
-    }
-  }
-
-  /** The session's folder; in the sandbox, only checked here (see sandboxWorkdir), created inside. */
-  #workspace (tenant: string, id: string, cwd: string | undefined): { cwd: string, sandbox?: { tenantRoot: string, workdir: string } } {
-    if (this.#o.sandboxed !== true) return { cwd: sessionWorkspace(this.#o.workspaceRoot, tenant, id, cwd) }
-    const place = sandboxWorkdir(this.#o.workspaceRoot, tenant, id, cwd)
-    return { cwd: place.tenantRoot, sandbox: place }
-  }
-
-  #spawnSpec (record: SessionRecord, options: SessionOptions, resume: boolean): CliSpawnSpec {
-    const { cwd, sandbox } = this.#workspace(record.tenant, record.id, options.cwd)
-    const args = buildCliArgs({ sessionId: record.id, resume, options, extra: this.#o.claudeArgsExtra })
-    const configDir = this.#o.configRoot === null ? null : join(this.#o.configRoot, record.tenant)
-    if (configDir !== null) mkdirSync(configDir, { recursive: true, mode: 0o700 })
-    const overrides: Record<string, string> = configDir === null ? {} : { CLAUDE_CONFIG_DIR: configDir }
-    if (options.entrypoint !== undefined) overrides.CLAUDE_CODE_ENTRYPOINT = options.entrypoint
-    const env = buildCliEnv(this.#o.env ?? process.env, overrides, this.#o.cliEnvAllow)
-    if (sandbox !== undefined) {
-      if (configDir === null) throw new GatewayError('cli_start_failed', 'the sandbox needs a tenant config dir')
-      return { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id, sandbox: { ...sandbox, configDir } }
-    }
-    const launcher = this.#o.launcher
-    return launcher === undefined
-      ? { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id }
-      : { command: launcher, args: [cwd, configDir ?? '', '--', this.#o.claudeBin, ...args], cwd, env, sessionId: record.id }
-  }
-
-  /** The tenant's root as configured and as its real path, and the session's folder (real path when it exists). */
-  #policyScope (record: SessionRecord, options: SessionOptions): PolicyScope {
-    const root = resolve(this.#o.workspaceRoot, record.tenant)
-    const real = (path: string): string => { try { return realpathSync(path) } catch { return path } }
-    const roots = [...new Set([root, real(root)])]
-    return { roots, cwd: real(resolve(root, options.cwd ?? record.id)) }
   }
 
   /** Refuses a start past MAX_SESSIONS / MAX_SESSIONS_PER_TENANT, counting reserved creates but `self`'s own. */

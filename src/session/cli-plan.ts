@@ -1,0 +1,106 @@
+/**
+ * How a session's CLI is started from its record: its folder (on the host,
+ * or checked here and created inside the sandbox), its command, arguments and
+ * allowlisted environment, the folders the control policy confines it to,
+ * and, with several nodes, how its conversation file goes to and from the
+ * store. Paths and specs only: the CLI process module spawns.
+ */
+import { mkdirSync, realpathSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { join, resolve } from 'node:path'
+import type { Logger } from 'pino'
+import { buildCliArgs } from '../cli/cli-args.js'
+import { buildCliEnv } from '../cli/cli-env.js'
+import type { CliSpawnSpec } from '../cli/cli-handle.js'
+import type { PolicyScope } from '../control/control-policy.js'
+import { GatewayError } from '../errors.js'
+import type { SessionOptions } from '../protocol/session-options.js'
+import type { EventStore, SessionRecord } from '../store/store.js'
+import { readConversation, writeConversation } from './conversation-file.js'
+import type { SessionDeps } from './session.js'
+import { sandboxWorkdir, sessionWorkspace } from './workspace.js'
+
+/** What a plan reads (part of SessionManagerOptions). */
+export interface CliPlanOptions {
+  store: EventStore
+  logger: Logger
+  claudeBin: string
+  claudeArgsExtra: string[]
+  workspaceRoot: string
+  /** Each tenant's CLI config dir is `<configRoot>/<tenant>` (CLAUDE_CONFIG_DIR); null leaves the CLI's default. */
+  configRoot: string | null
+  /**
+   * SANDBOX=bwrap (and no launcher): specs carry the sandbox's folders and the
+   * gateway never creates or resolves the tenant-chosen `cwd` on the host.
+   */
+  sandboxed?: boolean
+  /** Operator command wrapping each CLI: gets `<workspace> <config dir> -- <cli> <args...>`. */
+  launcher?: string | undefined
+  /** Environment the CLI's allowlisted env is taken from (default: the gateway's). */
+  env?: NodeJS.ProcessEnv
+  /** CLI_ENV_ALLOW: names and prefixes passed to the CLI beyond the built-in list. */
+  cliEnvAllow?: readonly string[]
+}
+
+export class CliPlan {
+  readonly #o: CliPlanOptions
+
+  constructor (options: CliPlanOptions) {
+    this.#o = options
+  }
+
+  /** Where this session's CLI keeps its conversation, and how it goes to and from the store. */
+  conversationCarry (record: SessionRecord): NonNullable<SessionDeps['conversation']> {
+    const env = this.#o.env ?? process.env
+    const configDir = this.#o.configRoot !== null
+      ? join(this.#o.configRoot, record.tenant)
+      : env.CLAUDE_CONFIG_DIR ?? join(env.HOME ?? homedir(), '.claude')
+    const store = this.#o.store
+    return {
+      save: async (lease) => {
+        const data = readConversation(configDir, record.id)
+        if (data !== null) await store.saveConversation(record.id, data, lease)
+      },
+      restore: async () => {
+        const stored = await store.loadConversation(record.id)
+        if (stored !== null && writeConversation(configDir, record.id, stored)) {
+          this.#o.logger.info({ session: record.id, bytes: stored.length }, 'conversation brought from the store for --resume')
+        }
+      }
+    }
+  }
+
+  /** The session's folder (validating the tenant-chosen `cwd`); in the sandbox, only checked here (see sandboxWorkdir), created inside. */
+  workspace (tenant: string, id: string, cwd: string | undefined): { cwd: string, sandbox?: { tenantRoot: string, workdir: string } } {
+    if (this.#o.sandboxed !== true) return { cwd: sessionWorkspace(this.#o.workspaceRoot, tenant, id, cwd) }
+    const place = sandboxWorkdir(this.#o.workspaceRoot, tenant, id, cwd)
+    return { cwd: place.tenantRoot, sandbox: place }
+  }
+
+  /** The command, arguments, folder and environment of the session's CLI; `resume` adds `--resume`. */
+  spawnSpec (record: SessionRecord, options: SessionOptions, resume: boolean): CliSpawnSpec {
+    const { cwd, sandbox } = this.workspace(record.tenant, record.id, options.cwd)
+    const args = buildCliArgs({ sessionId: record.id, resume, options, extra: this.#o.claudeArgsExtra })
+    const configDir = this.#o.configRoot === null ? null : join(this.#o.configRoot, record.tenant)
+    if (configDir !== null) mkdirSync(configDir, { recursive: true, mode: 0o700 })
+    const overrides: Record<string, string> = configDir === null ? {} : { CLAUDE_CONFIG_DIR: configDir }
+    if (options.entrypoint !== undefined) overrides.CLAUDE_CODE_ENTRYPOINT = options.entrypoint
+    const env = buildCliEnv(this.#o.env ?? process.env, overrides, this.#o.cliEnvAllow)
+    if (sandbox !== undefined) {
+      if (configDir === null) throw new GatewayError('cli_start_failed', 'the sandbox needs a tenant config dir')
+      return { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id, sandbox: { ...sandbox, configDir } }
+    }
+    const launcher = this.#o.launcher
+    return launcher === undefined
+      ? { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id }
+      : { command: launcher, args: [cwd, configDir ?? '', '--', this.#o.claudeBin, ...args], cwd, env, sessionId: record.id }
+  }
+
+  /** The tenant's root as configured and as its real path, and the session's folder (real path when it exists). */
+  policyScope (record: SessionRecord, options: SessionOptions): PolicyScope {
+    const root = resolve(this.#o.workspaceRoot, record.tenant)
+    const real = (path: string): string => { try { return realpathSync(path) } catch { return path } }
+    const roots = [...new Set([root, real(root)])]
+    return { roots, cwd: real(resolve(root, options.cwd ?? record.id)) }
+  }
+}
