@@ -1,8 +1,8 @@
 /**
  * Redis event store: the scale-out implementation, selected when REDIS_URL is
  * set. Works against a single Redis (6.2+) or a Redis Cluster (`cluster: true`,
- * or an ioredis `Cluster` as `client`). This is the only module that imports
- * ioredis.
+ * or an ioredis `Cluster` as `client`). Only the Redis store's files
+ * (src/store/redis*.ts) import ioredis.
  *
  * Key layout (`P` = the configured prefix, default `cgw:`; `{id}` is a Cluster
  * hash tag, so every key of one session hashes to the same slot):
@@ -52,7 +52,7 @@
  * remaining TTL); putting a non-final status again makes them persistent.
  *
  * Failure behaviour: a client created here fails a command instead of
- * queueing it for ever while Redis is unreachable (see `clientOptions`): a
+ * queueing it for ever while Redis is unreachable (see redis-client.ts): a
  * call rejects within about a second, never later than `commandTimeoutMs`
  * (default 2 s), and the client keeps reconnecting in the background (at most
  * 500 ms between attempts), so calls work again soon after Redis is back.
@@ -60,18 +60,18 @@
  * the client is ready again after a lost connection, `onReconnect` listeners
  * run: that Redis may have lost every key meanwhile.
  */
-import { isIP } from 'node:net'
-import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis'
+import { Cluster, type Redis } from 'ioredis'
 import {
   type EventFeed, type EventStore, type Lease, type NodeBus, type NodeLoad, type ListOptions, type RetentionOptions, type SessionPage,
   type RawEvent, type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal
 } from './store.js'
 import { RedisAppender } from './redis-append.js'
 import { RedisBus } from './redis-bus.js'
+import { redisClient } from './redis-client.js'
 import { RedisFeed } from './redis-feed.js'
 import { RedisLeases } from './redis-leases.js'
 import {
-  APPEND_COMMAND, LEASE_ACQUIRE_COMMAND, LEASE_ACQUIRE_SCRIPT, LEASE_RELEASE_COMMAND,
+  LEASE_ACQUIRE_COMMAND, LEASE_ACQUIRE_SCRIPT, LEASE_RELEASE_COMMAND,
   LEASE_RELEASE_SCRIPT, LEASE_RENEW_COMMAND, LEASE_RENEW_SCRIPT, PUT_RECORD_COMMAND, PUT_RECORD_SCRIPT, type PutRecord,
   PUT_CONVERSATION_COMMAND, PUT_CONVERSATION_SCRIPT, type PutConversation, READ_COMMAND, READ_COMMAND_RAW, READ_SCRIPT, type ReadWithinBytes, type ReadWithinBytesRaw,
   fenced
@@ -134,9 +134,7 @@ export class RedisStore implements EventStore {
       this.#ownsClient = false
     } else {
       const url = config.url ?? 'redis://127.0.0.1:6379'
-      this.#client = config.cluster === true
-        ? new Cluster(url.split(',').map((seed) => seedNode(seed.trim())), clusterOptions((url.split(',')[0] as string).trim(), this.#timeoutMs))
-        : new Redis(url, clientOptions(this.#timeoutMs))
+      this.#client = redisClient(url, config.cluster === true, this.#timeoutMs)
       this.#ownsClient = true
       const failed = (error: Error): void => {
         this.#lastError = error
@@ -152,7 +150,7 @@ export class RedisStore implements EventStore {
         // answers, queued commands would wait for ever. It holds the commands
         // of start-up until the cluster is first reached; after that a command
         // fails at once while the cluster (or the node of its slot) is down,
-        // as the session layer expects of a store (see clientOptions).
+        // as the session layer expects of a store (see redis-client.ts).
         cluster.once('ready', () => { cluster.options.enableOfflineQueue = false })
       }
       this.#client.on('ready', () => { this.#lastError = null })
@@ -428,78 +426,6 @@ export class RedisStore implements EventStore {
       this.#client.disconnect()
     }
   }
-}
-
-/**
- * Options for a client this store creates. The session layer keeps relaying
- * live and retries failed appends itself, so a command must fail rather than
- * wait for Redis to come back:
- * - a command issued while disconnected waits in the offline queue for at
- *   most two reconnect attempts (`maxRetriesPerRequest: 1`); with attempts
- *   backing off to one every 500 ms it rejects within about a second;
- * - `commandTimeout` bounds every command, including one sent on a
- *   connection that has silently died;
- * - `socketTimeout` destroys such a connection (no reply data for a while
- *   although commands are waiting), so reconnecting starts.
- * A command that timed out may still reach Redis later; appends are
- * idempotent per seq, and a record put is overtaken by any later put
- * (commands keep their order on the connection).
- */
-function clientOptions (commandTimeoutMs: number): RedisOptions {
-  return {
-    enableAutoPipelining: true,
-    // Appends and history reads go out at once, as one command: auto-pipelining
-    // would hold each one to the end of the event-loop turn (setImmediate)
-    // behind a pipeline object, costing latency and GC time per relayed batch
-    // or page (a page's reply is also collected through the pipeline's result).
-    autoPipeliningIgnoredCommands: ['evalsha', 'eval', APPEND_COMMAND, READ_COMMAND],
-    enableOfflineQueue: true,
-    maxRetriesPerRequest: 1,
-    commandTimeout: commandTimeoutMs,
-    socketTimeout: Math.max(10_000, commandTimeoutMs * 5),
-    connectTimeout: Math.max(commandTimeoutMs, 1000),
-    retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times - 1, 10), 500)
-  }
-}
-
-/**
- * Options for a Cluster this store creates: each node's connection gets
- * `clientOptions` (fail fast, bounded commands) plus the seed URL's
- * credentials and TLS; reads and writes go to masters only (`scaleReads`),
- * so a read never misses an append a replica has not yet received.
- */
-function clusterOptions (url: string, commandTimeoutMs: number): ClusterOptions {
-  const parsed = new URL(url)
-  const { enableAutoPipelining, autoPipeliningIgnoredCommands, enableOfflineQueue, retryStrategy, ...node } = clientOptions(commandTimeoutMs)
-  const tls = parsed.protocol === 'rediss:'
-  return {
-    enableAutoPipelining,
-    autoPipeliningIgnoredCommands,
-    enableOfflineQueue,
-    scaleReads: 'master',
-    clusterRetryStrategy: retryStrategy ?? null,
-    // Slot moves and failovers are followed, but within about a command timeout.
-    retryDelayOnFailover: 100,
-    retryDelayOnClusterDown: 100,
-    slotsRefreshTimeout: Math.max(commandTimeoutMs, 1000),
-    // With TLS the seed's host name must reach the TLS layer (server name
-    // check) instead of being resolved to an address first.
-    ...(tls ? { dnsLookup: (address: string, done: (err: Error | null, address: string) => void) => { done(null, address) } } : {}),
-    redisOptions: {
-      ...node,
-      ...(parsed.username !== '' ? { username: decodeURIComponent(parsed.username) } : {}),
-      ...(parsed.password !== '' ? { password: decodeURIComponent(parsed.password) } : {}),
-      // Nodes are announced by address; their certificates name the seed's host.
-      ...(tls ? { tls: isIP(parsed.hostname) === 0 ? { servername: parsed.hostname } : {} } : {})
-    }
-  }
-}
-
-/** The seed node of a cluster URL (a Cluster has no databases, so a path is ignored). */
-function seedNode (url: string): { host: string, port: number } {
-  const parsed = new URL(url)
-  const host = parsed.hostname.startsWith('[') ? parsed.hostname.slice(1, -1) : parsed.hostname
-  return { host: host === '' ? '127.0.0.1' : host, port: parsed.port === '' ? 6379 : Number(parsed.port) }
 }
 
 /**
