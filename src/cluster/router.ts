@@ -224,8 +224,13 @@ export class ClusterRouter {
         const list = this.#unconfirmed.get(m.c)
         if (list === undefined) return
         const at = list.findIndex((u) => u.id === m.i)
-        if (at >= 0) list.splice(0, at + 1) // confirmed in order: earlier ones too
-        if (list.length === 0) this.#unconfirmed.delete(m.c)
+        if (at < 0) return
+        // A node handles a client's frames in order: its ack confirms its earlier ones too, not
+        // those sent to another node before the client was routed here (that node may be dead).
+        const owner = (list[at] as Unconfirmed).owner
+        const left = list.filter((u, k) => k > at || u.owner !== owner)
+        if (left.length > 0) this.#unconfirmed.set(m.c, left)
+        else this.#unconfirmed.delete(m.c)
         return
       }
       case 'detach': {

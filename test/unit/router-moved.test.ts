@@ -12,6 +12,7 @@ import { pino } from 'pino'
 import { ClusterRouter, type RoutedSession } from '../../src/cluster/router.js'
 import type { ClientFrame } from '../../src/protocol/client-frames.js'
 import type { NodeBus } from '../../src/store/store.js'
+import { eventually } from '../support/gateway.js'
 
 /** Node inboxes delivered asynchronously and in order, as the Redis bus does. */
 function memoryBus (inboxes: Map<string, (message: string) => void>): NodeBus {
@@ -102,6 +103,32 @@ describe('ClusterRouter: frames sent to a node that does not own the session', (
       assert.deepEqual(b.unroute(port), [])
     } finally {
       await Promise.all([b.close(), c.close(), d.close()])
+    }
+  })
+
+  it('an ack from the node a client was re-routed to does not confirm a frame sent to the node before it', async () => {
+    const inboxes = new Map<string, (message: string) => void>()
+    const logger = pino({ level: 'silent' })
+    const onB = recordingSession(false)
+    const onD = recordingSession(true)
+    // C died: it never answers. B learns (as its follower does from the store) that D owns the session now.
+    const b = new ClusterRouter({ bus: memoryBus(inboxes), node: 'b', logger, find: () => onB, heartbeatMs: 20 })
+    const d = new ClusterRouter({ bus: memoryBus(inboxes), node: 'd', logger, find: () => onD, heartbeatMs: 60_000 })
+    await Promise.all([b.start(), d.start()])
+    try {
+      const port = { id: 'client-1', send () {} }
+      const [first, second] = ['one', 'two'].map((text, i) => ({ type: 'user', uuid: `u${i}`, message: { role: 'user', content: text } }) as unknown as ClientFrame)
+      b.attach('c', 's1', port, 'controller')
+      b.frame(port, first as ClientFrame)
+      b.attach('d', 's1', port, 'controller')
+      b.frame(port, second as ClientFrame)
+      await settle()
+      assert.deepEqual(onD.handled, [second], 'D ran the frame sent to it')
+      // D's ack confirmed its own frame only: the one C never answered comes back after three heartbeats.
+      await eventually(() => onB.movedBack.length > 0, 5000, 'the unconfirmed frame to come back')
+      assert.deepEqual(onB.movedBack, [[first]])
+    } finally {
+      await Promise.all([b.close(), d.close()])
     }
   })
 })
