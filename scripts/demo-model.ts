@@ -32,6 +32,11 @@ function pieces (s: string, n: number): string[] {
   return out
 }
 
+/** The demo streams at a pace people can watch (and interrupt): one event every `ms`. */
+function every (ms: number): NonNullable<MockReply['pace']> {
+  return async () => await new Promise((resolve) => setTimeout(resolve, ms))
+}
+
 /** The demo's reply to one streamed Messages API request. */
 export function demoModel (body: unknown): MockReply {
   const results = findToolResults(body, { lastOnly: true })
@@ -40,7 +45,7 @@ export function demoModel (body: unknown): MockReply {
     const reply = results.some((r) => r.isError)
       ? `The tool did not run: ${said}. Nothing was changed.`
       : `Done. The tool printed: "${said}". The file hello.txt is now in this session's workspace.`
-    return { content: [text(reply, pieces(reply, 8))], chunkDelayMs: 40 }
+    return { content: [text(reply, pieces(reply, 8))], pace: every(40) }
   }
   const prompt = lastUserText(body).toLowerCase()
   if (/\b(file|create|tool|run)\b/.test(prompt)) {
@@ -50,12 +55,12 @@ export function demoModel (body: unknown): MockReply {
         text('I will create hello.txt in the workspace with a shell command.', 4),
         toolUse('Bash', { command: DEMO_COMMAND, description: 'Create hello.txt and print it' })
       ],
-      chunkDelayMs: 40
+      pace: every(40)
     }
   }
   if (/\b(long|story|slow)\b/.test(prompt)) {
     const story = Array.from({ length: 40 }, (_, i) => `Line ${i + 1} of a long story that streams slowly, so there is time to press Interrupt.\n`).join('')
-    return { content: [text(story, pieces(story, 120))], chunkDelayMs: 150 }
+    return { content: [text(story, pieces(story, 120))], pace: every(150) }
   }
-  return { content: [text(GREETING, pieces(GREETING, 12))], chunkDelayMs: 40 }
+  return { content: [text(GREETING, pieces(GREETING, 12))], pace: every(40) }
 }

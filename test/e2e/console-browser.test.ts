@@ -18,7 +18,7 @@ import { type Browser, type Page, chromium } from 'playwright-core'
 import { buildConsole } from '../../scripts/build-console.mjs'
 import { DEMO_COMMAND, demoModel } from '../../scripts/demo-model.js'
 import { TOKEN_A, eventually } from '../support/gateway.js'
-import { startMockAnthropic } from '../support/mock-anthropic.js'
+import { type MockReply, startMockAnthropic } from '../support/mock-anthropic.js'
 import { type E2e, closeAll, isCli, startE2e } from '../support/e2e.js'
 import { type RedisServer, startRedisServer } from '../support/redis-server.js'
 
@@ -47,6 +47,25 @@ let e: E2e
 let redisDir: string
 let consoleDir: string
 
+/**
+ * The demo's model without its pace for people: replies stream at once,
+ * except the long story, which stops once it has told four lines and waits
+ * there until the CLI goes away (the interrupt). The interrupt step never
+ * races the story's end.
+ */
+function testModel (body: unknown): MockReply {
+  const { pace: _watchable, ...reply } = demoModel(body)
+  if (!JSON.stringify(reply.content).includes('long story')) return reply
+  let told = ''
+  return {
+    ...reply,
+    pace: async (event, data) => {
+      if (event === 'content_block_delta') told += (data as { delta?: { text?: string } }).delta?.text ?? ''
+      if (told.includes('Line 4 ')) await new Promise(() => {})
+    }
+  }
+}
+
 before(async () => {
   // Its own build, apart from dist/console (which `npm run demo`'s test may be building meanwhile).
   consoleDir = mkdtempSync(join(tmpdir(), 'cgw-console-build-'))
@@ -54,7 +73,7 @@ before(async () => {
   redisDir = mkdtempSync(join(tmpdir(), 'cgw-console-redis-'))
   // Kept on disk, so stopping it is an outage, not a loss of data.
   redis = await startRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', redisDir] })
-  const mock = await startMockAnthropic({ handler: (body) => demoModel(body) })
+  const mock = await startMockAnthropic({ handler: (body) => testModel(body) })
   e = await startE2e({ mock, consoleDir, env: { REDIS_URL: redis.url, REDIS_PREFIX: `cgw-console-${process.pid}:` } })
   browser = await chromium.launch({
     executablePath: chromiumPath(),

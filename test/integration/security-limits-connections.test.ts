@@ -63,13 +63,12 @@ class RawConnection {
     })
   }
 
-  /** Writes `chunks` one every `everyMs` until the server closes the connection or they run out. */
-  async trickle (chunks: string[], everyMs: number): Promise<void> {
+  /** Writes `chunks` one per `tick()` until the server closes the connection or they run out. */
+  async trickle (chunks: string[], tick: () => Promise<void>): Promise<void> {
     for (const chunk of chunks) {
       if (this.closed) return
       this.socket.write(chunk)
-      // The pace of the attack itself, not a wait for the server.
-      await new Promise((resolve) => setTimeout(resolve, everyMs))
+      await tick()
     }
   }
 }
@@ -85,12 +84,20 @@ describe('request timeouts', () => {
     assert.equal(sse.status, 200)
     const reader = (sse.body as ReadableStream<Uint8Array>).getReader()
 
-    // A body of 100 bytes sent one byte every 150 ms would take 15 s.
+    // The attack's pace: a chunk per keep_alive the gateway sends the WebSocket client (every 200 ms),
+    // so the trickle follows the gateway's own clock, however busy the machine. Ended, the trickled
+    // connection stops waiting.
+    const tick = (c: RawConnection) => async (): Promise<void> => {
+      const from = ws.frames.length
+      await ws.until(() => c.closed || ws.frames.slice(from).some((f) => f.type === 'keep_alive'), 5000, 'a keep_alive')
+    }
+
+    // A body of 100 bytes sent a byte a keep_alive would take 20 s.
     const body = new RawConnection(gw)
     t.after(() => body.socket.destroy())
     await body.ready()
     body.socket.write(`POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TOKEN_A}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n`)
-    const trickling = body.trickle(Array.from({ length: 100 }, () => ' '), 150)
+    const trickling = body.trickle(Array.from({ length: 100 }, () => ' '), tick(body))
     await eventually(() => body.closed, 5000, 'the server to end the trickled body')
     await trickling
     assert.ok(body.closedAt - body.openedAt < 4000, `ended after ${body.closedAt - body.openedAt} ms`)
@@ -100,7 +107,7 @@ describe('request timeouts', () => {
     const headers = new RawConnection(gw)
     t.after(() => headers.socket.destroy())
     await headers.ready()
-    const trickledHeaders = headers.trickle([...`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ${'a'.repeat(200)}\r\n\r\n`], 100)
+    const trickledHeaders = headers.trickle([...`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ${'a'.repeat(200)}\r\n\r\n`], tick(headers))
     await eventually(() => headers.closed, 5000, 'the server to end the trickled headers')
     await trickledHeaders
     assert.ok(headers.closedAt - headers.openedAt < 4000, `ended after ${headers.closedAt - headers.openedAt} ms`)

@@ -62,8 +62,13 @@ export interface MockReply {
   /** Model echoed in the reply. Default: the model of the request. */
   model?: string
   usage?: { input_tokens?: number; output_tokens?: number }
-  /** Delay between SSE events (simulates a slow stream). */
-  chunkDelayMs?: number
+  /**
+   * Awaited after each SSE event but the last, with the event and its data:
+   * the stream's pace (a demo's scripted model paces it for people watching)
+   * or a gate a test controls (hold the stream once it has said enough). A
+   * client that goes away ends the wait.
+   */
+  pace?: (event: string, data: unknown) => Promise<unknown>
   /**
    * Pause the stream after the first content delta until this settles
    * (lets a test interrupt mid-stream deterministically).
@@ -550,8 +555,6 @@ export function sseFrame(event: string, data: unknown): string {
 
 // ---------------------------------------------------------------- server
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
-
 function readBody(req: http.IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = []
@@ -782,9 +785,7 @@ class MockAnthropicServer implements MockAnthropic {
         // A client that goes away (interrupt) must not leave us waiting on the hold.
         if (deltasSent === 1 && reply.hold) await Promise.race([reply.hold, closed])
       }
-      // The pace of a slow API stream (the demo's scripted model), not a wait for anything: tests
-      // that need the stream stopped at a point use `hold`, which the test settles.
-      if (reply.chunkDelayMs && event !== 'message_stop') await sleep(reply.chunkDelayMs)
+      if (reply.pace !== undefined && event !== 'message_stop') await Promise.race([reply.pace(event, data), closed])
     }
     res.end()
   }
