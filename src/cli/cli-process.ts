@@ -25,7 +25,6 @@ export interface CliProcessOptions {
   stderrTailLines?: number
 }
 
-
 export class CliProcess implements CliHandle {
   readonly #child: ChildProcessWithoutNullStreams
   readonly #options: CliProcessOptions

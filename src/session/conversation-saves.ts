@@ -9,7 +9,7 @@ import type { SessionDeps } from './session-deps.js'
 
 export interface ConversationSavesOptions {
   /** Absent: nothing is carried (one node, or a shared volume). */
-  carry: SessionDeps<unknown>['conversation']
+  readonly conversation: SessionDeps<unknown>['conversation']
   /** This node's lease on the session, or null when it does not own it. */
   lease: () => Lease | null
   /** A save was refused as fenced: another node owns the session now. */
@@ -28,7 +28,7 @@ export class ConversationSaves {
   }
 
   async save (): Promise<void> {
-    const carry = this.#o.carry
+    const carry = this.#o.conversation
     if (carry === undefined) return
     if (this.#running !== null) {
       this.#again = true

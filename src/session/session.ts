@@ -112,7 +112,6 @@ export class Session {
     get notify (): SessionEvents { return this.#s.#notify }
     get ref (): SessionRef { return this.#s.#ref }
     get conversation (): SessionDeps['conversation'] { return this.#s.#deps.conversation }
-    get carry (): SessionDeps['conversation'] { return this.#s.#deps.conversation }
     get follower (): SessionFollower { return this.#s.#follower }
     get writes (): RecordWriter { return this.#s.#writes }
     get saves (): ConversationSaves { return this.#s.#saves }

@@ -266,10 +266,10 @@ out[1] = table.concat(ids, ',')
 return out`
 /** READ_SCRIPT as an ioredis command (defineCommand): EVAL once per connection, EVALSHA after, NOSCRIPT retried by ioredis; no SCRIPT command (the ACL allows none). */
 export const READ_COMMAND = 'cgwReadWithinBytes'
-export type ReadWithinBytes = (key: string, largest: string, start: string, limit: number, maxBytes: number) => Promise<string[]>
+/** Its call: frames as strings, or as Buffers with the Buffer variant (READ_COMMAND_RAW). */
+export type ReadWithinBytes<F extends string | Buffer = string> = (key: string, largest: string, start: string, limit: number, maxBytes: number) => Promise<F[]>
 /** The same command's Buffer variant (ioredis defines `<name>Buffer`): the reply's strings as received, not decoded. */
 export const READ_COMMAND_RAW = `${READ_COMMAND}Buffer`
-export type ReadWithinBytesRaw = (key: string, largest: string, start: string, limit: number, maxBytes: number) => Promise<Buffer[]>
 
 /** A script's FENCED refusal as the store's FencedError; any other error as it is. */
 export function fenced (sessionId: string, err: unknown): unknown {

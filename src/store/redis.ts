@@ -73,7 +73,7 @@ import { RedisLeases } from './redis-leases.js'
 import {
   LEASE_ACQUIRE_COMMAND, LEASE_ACQUIRE_SCRIPT, LEASE_RELEASE_COMMAND,
   LEASE_RELEASE_SCRIPT, LEASE_RENEW_COMMAND, LEASE_RENEW_SCRIPT, PUT_RECORD_COMMAND, PUT_RECORD_SCRIPT, type PutRecord,
-  PUT_CONVERSATION_COMMAND, PUT_CONVERSATION_SCRIPT, type PutConversation, READ_COMMAND, READ_COMMAND_RAW, READ_SCRIPT, type ReadWithinBytes, type ReadWithinBytesRaw,
+  PUT_CONVERSATION_COMMAND, PUT_CONVERSATION_SCRIPT, type PutConversation, READ_COMMAND, READ_COMMAND_RAW, READ_SCRIPT, type ReadWithinBytes,
   fenced
 } from './redis-scripts.js'
 import { withTimeout } from '../util/with-timeout.js'
@@ -240,26 +240,25 @@ export class RedisStore implements EventStore {
   async read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> {
     if (limit <= 0) return []
     const start = `${Math.max(0, Math.floor(after) + 1)}-0`
-    const key = this.#events(sessionId)
-    if (maxBytes === undefined || maxBytes === Infinity) return (await this.#client.xrange(key, start, '+', 'COUNT', limit)).map(toEvent)
-    const client = this.#client as unknown as Record<typeof READ_COMMAND, ReadWithinBytes>
-    const [ids = '', ...frames] = await client[READ_COMMAND](key, this.#largest(sessionId), start, Math.floor(limit), maxBytes >= 0 ? Math.floor(maxBytes) : 0)
-    if (frames.length === 0) return []
-    const seqs = ids.split(',')
-    if (seqs.length !== frames.length) throw new Error(`budgeted read of ${key} answered ${seqs.length} ids for ${frames.length} frames`)
-    return frames.map((frame, i) => ({ seq: seqOf(seqs[i] as string), frame }))
+    if (maxBytes === undefined || maxBytes === Infinity) return (await this.#client.xrange(this.#events(sessionId), start, '+', 'COUNT', limit)).map(toEvent)
+    return await this.#readWithin<string>(READ_COMMAND, sessionId, start, limit, maxBytes)
   }
 
   async readRaw (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<RawEvent[]> {
     if (limit <= 0) return []
     const start = `${Math.max(0, Math.floor(after) + 1)}-0`
+    if (maxBytes === undefined || maxBytes === Infinity) return (await this.#client.xrangeBuffer(this.#events(sessionId), start, '+', 'COUNT', limit)).map(toRawEvent)
+    return await this.#readWithin<Buffer>(READ_COMMAND_RAW, sessionId, start, limit, maxBytes)
+  }
+
+  /** READ_SCRIPT's flat answer as events, frames as the command gives them (strings, or bytes with its Buffer variant). */
+  async #readWithin<F extends string | Buffer> (command: string, sessionId: string, start: string, limit: number, maxBytes: number): Promise<Array<{ seq: number, frame: F }>> {
     const key = this.#events(sessionId)
-    if (maxBytes === undefined || maxBytes === Infinity) return (await this.#client.xrangeBuffer(key, start, '+', 'COUNT', limit)).map(toRawEvent)
-    const client = this.#client as unknown as Record<typeof READ_COMMAND_RAW, ReadWithinBytesRaw>
-    const [ids, ...frames] = await client[READ_COMMAND_RAW](key, this.#largest(sessionId), start, Math.floor(limit), maxBytes >= 0 ? Math.floor(maxBytes) : 0)
+    const client = this.#client as unknown as Record<string, ReadWithinBytes<F>>
+    const [ids, ...frames] = await (client[command] as ReadWithinBytes<F>)(key, this.#largest(sessionId), start, Math.floor(limit), maxBytes >= 0 ? Math.floor(maxBytes) : 0)
     if (ids === undefined || frames.length === 0) return []
     // Entry ids are ASCII digits, '-' and ','.
-    const seqs = ids.toString('latin1').split(',')
+    const seqs = (typeof ids === 'string' ? ids : ids.toString('latin1')).split(',')
     if (seqs.length !== frames.length) throw new Error(`budgeted read of ${key} answered ${seqs.length} ids for ${frames.length} frames`)
     return frames.map((frame, i) => ({ seq: seqOf(seqs[i] as string), frame }))
   }
