@@ -13,7 +13,8 @@ import type { SessionRecord, SessionStatus } from '../store/store.js'
 import type { Audience, ClientPort } from './audience.js'
 import { CliProblems } from './cli-problems.js'
 import type { EventLog } from './event-log.js'
-import { gatewayFrame, pendingNotice, withSeq } from './frames.js'
+import { bulkType } from './bulk-line.js'
+import { gatewayFrame, pendingNotice, spliceSeq, withSeq } from './frames.js'
 import type { SessionEvents, SessionRef } from './session-events.js'
 
 export interface CliOutputHost {
@@ -49,6 +50,12 @@ export class CliOutput {
   line (line: string): void {
     const h = this.#h
     h.metrics.cliLine()
+    // Most of a turn: relayed as printed, checked without being parsed (bulk-line.ts).
+    if (bulkType(line) !== null) {
+      if (h.record.status === 'starting') h.setStatus('running')
+      h.events.push((s) => spliceSeq(line, s))
+      return
+    }
     let parsed: unknown
     try {
       parsed = JSON.parse(line)

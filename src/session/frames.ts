@@ -7,6 +7,11 @@
 /** `{"seq":n,` + the rest of the CLI's line. Falls back to re-serialising if the line has its own `seq`. */
 export function withSeq (line: string, parsed: Record<string, unknown>, seq: number): string {
   if (Object.hasOwn(parsed, 'seq')) return JSON.stringify({ ...parsed, seq })
+  return spliceSeq(line, seq)
+}
+
+/** `{"seq":n,` + the rest of a line that is a JSON object without a `seq` of its own. */
+export function spliceSeq (line: string, seq: number): string {
   const text = line.trim()
   const rest = text.slice(1).trimStart()
   return rest.startsWith('}') ? `{"seq":${seq}}` : `{"seq":${seq},${rest}`

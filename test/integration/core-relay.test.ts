@@ -105,6 +105,25 @@ describe('relay to clients', () => {
     assert.deepEqual(late.frames.filter((f) => f.subtype === 'cli_output_rejected'), rejected)
   })
 
+  it('rejects lines shaped like assistant, user and stream_event lines that are not JSON, which it relays without parsing', async (t) => {
+    const gw = await gateway(t)
+    const s = await gw.createSession()
+    const c = await gw.connect(s.id, 'after=0')
+    c.sendUser('bulk-garbage')
+    const result = await c.waitFor(isResult)
+    assert.equal(result.result, 'after bulk garbage')
+    const rejected = c.frames.filter((f) => f.type === 'gateway' && f.subtype === 'cli_output_rejected')
+    assert.deepEqual(rejected.map((f) => [f.reason, f.preview]), [
+      ['invalid_json', '{"type":"assistant","message":{"role":"assistant","content":['],
+      ['invalid_json', '{"type":"stream_event","event":{"delta":{"text":"raw\ttab"}}}'],
+      ['invalid_json', '{"type":"user","message":{"content":"x"},}'],
+      ['invalid_json', '{"type":"assistant","message":{"content":"bad \\x escape"}}']
+    ])
+    // Nothing else of the turn but its answer: no garbage line reached the client as a frame of its own type.
+    assert.deepEqual(c.seqFrames.filter((f) => ['assistant', 'user', 'stream_event'].includes(f.type)).map((f) => f.message.content[0].text), ['after bulk garbage'])
+    assert.deepEqual(seqs(c), range(1, c.seqFrames.length))
+  })
+
   it('reassembles a line the CLI wrote in pieces cut inside multi-byte characters', async (t) => {
     const gw = await gateway(t)
     const s = await gw.createSession()
