@@ -163,7 +163,7 @@ export class Audience {
     let frames = 0
     let bytes = 0
     for (const event of events) {
-      let shared: Buffer | null = null
+      let frameBytes: number | null = null
       let observerBytes: number | null = null
       for (const att of this.#clients.values()) {
         if (att.port.remote === true) continue
@@ -174,11 +174,10 @@ export class Audience {
           bytes += observerBytes ??= Buffer.byteLength(event.observerFrame)
           continue
         }
-        // One Buffer per frame, whatever the number of clients.
-        shared ??= Buffer.from(event.frame)
-        att.port.send(shared, event.seq)
+        // The same string to every client: a WebSocket client frames it once for all of them (ws-client.ts).
+        att.port.send(event.frame, event.seq)
         frames++
-        bytes += shared.length
+        bytes += frameBytes ??= Buffer.byteLength(event.frame)
       }
     }
     // Once per batch, not per frame and client.

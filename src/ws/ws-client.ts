@@ -174,22 +174,48 @@ const { Sender } = createRequire(import.meta.url)('ws') as { Sender: { frame: (d
 const TEXT: FrameOptions = { fin: true, rsv1: false, opcode: 1, mask: false, readOnly: false }
 
 /**
- * The last payload framed and its frame: a broadcast sends the same Buffer to
- * each client of the session in turn, so all but the first find it here.
+ * The last payload framed and its frame: a broadcast sends the same frame
+ * (one string, or one Buffer) to each client of the session in turn, so all
+ * but the first find it here.
  */
-let lastPayload: Buffer | null = null
+let lastPayload: string | Buffer | null = null
 let lastFrame: Buffer = Buffer.alloc(0)
 
 /** A complete text frame, header and payload in one Buffer (one entry in the send queue). */
 function textFrame (data: string | Buffer): Buffer {
   if (data === lastPayload) return lastFrame
-  const payload = typeof data === 'string' ? Buffer.from(data) : data
+  const frame = typeof data === 'string' ? stringFrame(data) : bufferFrame(data)
+  lastPayload = data
+  lastFrame = frame
+  return frame
+}
+
+function bufferFrame (payload: Buffer): Buffer {
   const parts = Sender.frame(payload, TEXT)
-  const frame = parts.length === 1 ? parts[0] as Buffer : Buffer.concat(parts)
-  if (typeof data !== 'string') {
-    lastPayload = data
-    lastFrame = frame
+  return parts.length === 1 ? parts[0] as Buffer : Buffer.concat(parts)
+}
+
+/**
+ * A string framed with its UTF-8 encoded straight behind the header (RFC 6455
+ * 5.2: FIN + text opcode, then a 7-bit, 16-bit or 64-bit length, unmasked):
+ * one encoding, no intermediate payload Buffer to copy.
+ */
+function stringFrame (text: string): Buffer {
+  const length = Buffer.byteLength(text)
+  const header = length < 126 ? 2 : length < 65536 ? 4 : 10
+  const frame = Buffer.allocUnsafe(header + length)
+  frame[0] = 0x81
+  if (header === 2) {
+    frame[1] = length
+  } else if (header === 4) {
+    frame[1] = 126
+    frame.writeUInt16BE(length, 2)
+  } else {
+    frame[1] = 127
+    frame.writeUInt32BE(Math.floor(length / 2 ** 32), 2)
+    frame.writeUInt32BE(length >>> 0, 6)
   }
+  frame.write(text, header, 'utf8')
   return frame
 }
 

@@ -54,28 +54,33 @@ describe('WsClient frames', () => {
       for (const [i, n] of LENGTHS.entries()) {
         // Multi-byte characters: lengths in bytes differ from lengths in characters.
         const text = n === 0 ? '' : `${i}é`.padEnd(n - 1, 'x')
-        sent.push(text)
-        p.server.send(i % 2 === 0 ? text : Buffer.from(text))
+        // Each as a string (framed with its encoding behind the header) and as a Buffer (framed by ws's Sender).
+        sent.push(text, text)
+        p.server.send(text)
+        p.server.send(Buffer.from(text))
         if (i === 3) p.server.socket.ping()
       }
       p.server.end('slow_consumer', 'bye')
       assert.equal(await p.closed, 4008)
       assert.deepEqual(p.got, sent)
-      assert.equal(p.events.indexOf('ping'), 4, 'the ping between the fourth and fifth frames')
-      assert.equal(viaWs, deflate ? LENGTHS.length : 0, 'frames sent through ws.send')
+      assert.equal(p.events.indexOf('ping'), 8, 'the ping after the eighth frame')
+      assert.equal(viaWs, deflate ? 2 * LENGTHS.length : 0, 'frames sent through ws.send')
     })
   }
 
-  it('sends one Buffer to several clients (the broadcast case) as the same text to each', async () => {
-    const a = await pair()
-    const b = await pair()
-    const shared = Buffer.from('{"seq":1,"type":"assistant","text":"ünïcode"}')
-    for (const p of [a, b, a, b]) p.server.send(shared)
-    const other = Buffer.from('{"seq":2}')
-    a.server.send(other)
-    b.server.send(other)
-    for (const p of [a, b]) p.server.end('shutting_down', 'done')
-    await Promise.all([a.closed, b.closed])
-    for (const p of [a, b]) assert.deepEqual(p.got, [shared.toString(), shared.toString(), other.toString()])
-  })
+  for (const kind of ['string', 'Buffer']) {
+    it(`sends one ${kind} to several clients (the broadcast case) as the same text to each`, async () => {
+      const a = await pair()
+      const b = await pair()
+      const text = '{"seq":1,"type":"assistant","text":"ünïcode"}'
+      const shared = kind === 'string' ? text : Buffer.from(text)
+      for (const p of [a, b, a, b]) p.server.send(shared)
+      const other = kind === 'string' ? '{"seq":2}' : Buffer.from('{"seq":2}')
+      a.server.send(other)
+      b.server.send(other)
+      for (const p of [a, b]) p.server.end('shutting_down', 'done')
+      await Promise.all([a.closed, b.closed])
+      for (const p of [a, b]) assert.deepEqual(p.got, [text, text, other.toString()])
+    })
+  }
 })
