@@ -30,7 +30,9 @@ export class NdjsonSplitter {
     let start = 0
     let nl = chunk.indexOf(NEWLINE, start)
     while (nl !== -1) {
-      this.#take(chunk.subarray(start, nl), true)
+      // A line wholly inside this chunk (the usual case) is decoded from it directly.
+      if (this.#partBytes === 0) this.#whole(chunk, start, nl)
+      else this.#take(chunk.subarray(start, nl), true)
       start = nl + 1
       nl = chunk.indexOf(NEWLINE, start)
     }
@@ -40,6 +42,13 @@ export class NdjsonSplitter {
   /** Flushes a final line that had no newline (the stream ended). */
   end (): void {
     if (this.#partBytes > 0 || this.#skipping) this.#finish()
+  }
+
+  /** The line `chunk[start, end)`, nothing of it held from earlier chunks. */
+  #whole (chunk: Buffer, start: number, end: number): void {
+    const bytes = end - start
+    if (bytes > this.#options.maxLineBytes) { this.#options.onOversize(bytes); return }
+    if (bytes > 0) this.#emit(chunk.toString('utf8', start, end))
   }
 
   #take (piece: Buffer, complete: boolean): void {
@@ -68,8 +77,11 @@ export class NdjsonSplitter {
       return
     }
     if (bytes === 0) return
-    let line = parts.length === 1 ? (parts[0] as Buffer).toString('utf8') : Buffer.concat(parts, bytes).toString('utf8')
-    if (line.charCodeAt(line.length - 1) === 13) line = line.slice(0, -1)
+    this.#emit(parts.length === 1 ? (parts[0] as Buffer).toString('utf8') : Buffer.concat(parts, bytes).toString('utf8'))
+  }
+
+  #emit (text: string): void {
+    const line = text.charCodeAt(text.length - 1) === 13 ? text.slice(0, -1) : text
     if (line.trim() === '') return
     this.#options.onLine(line)
   }

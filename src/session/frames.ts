@@ -12,8 +12,9 @@ export function withSeq (line: string, parsed: Record<string, unknown>, seq: num
 
 /** `{"seq":n,` + the rest of a line that is a JSON object without a `seq` of its own. */
 export function spliceSeq (line: string, seq: number): string {
-  const text = line.trim()
-  const rest = text.slice(1).trimStart()
+  // As the CLI prints them, lines have nothing to trim.
+  const tight = line.charCodeAt(0) === 0x7b && line.charCodeAt(line.length - 1) === 0x7d
+  const rest = (tight ? line.slice(1) : line.trim().slice(1)).trimStart()
   return rest.startsWith('}') ? `{"seq":${seq}}` : `{"seq":${seq},${rest}`
 }
 
