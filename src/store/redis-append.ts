@@ -16,8 +16,8 @@ const APPEND_CHUNK_EVENTS = 500
 const APPEND_CHUNK_CHARS = 1024 * 1024
 /** Sessions merged into one script call at most (more in a wave go in further calls of the same write). */
 const APPEND_WAVE_SESSIONS = 200
-/** Sessions whose largest-frame mark this node remembers; past it, it forgets them all (a forgotten one costs a GET in its next call). */
-const KNOWN_LARGEST_SESSIONS = 50_000
+/** Sessions this node remembers keys and a largest-frame mark for; past it, it forgets them all (a forgotten one costs a GET of its mark in its next call). */
+const REMEMBERED_SESSIONS = 50_000
 
 /** A session's keys and feed channel, as the store names them. */
 export interface SessionKeys {
@@ -45,18 +45,26 @@ interface AppendJob {
 
 const KEYS_PER_SESSION = 5
 
+/** What a node keeps per session it appends to, so an append of one line does not name its keys again. */
+interface SessionState {
+  /** The script's 5 keys, in its order. */
+  keys: string[]
+  channel: string
+  /**
+   * The longest frame (bytes) this node has had the stream's largest-frame
+   * mark cover: the script reads the mark only when a call brings a longer
+   * one. Only saves work: a session forgotten here is checked.
+   */
+  known: number
+}
+
 export class RedisAppender {
   readonly #client: Redis | Cluster
   readonly #retention: RetentionOptions
   readonly #keys: (sessionId: string) => SessionKeys
   /** Clocks and merges appends of all sessions on one connection; none on a Cluster. */
   readonly #gate: AppendGate<AppendJob, AppendAnswer> | null
-  /**
-   * Per session, the longest frame (bytes) this node has had the stream's
-   * largest-frame mark cover: the script reads the mark only when a call
-   * brings a longer one. Only saves work: a session missing here is checked.
-   */
-  readonly #known = new Map<string, number>()
+  readonly #sessions = new Map<string, SessionState>()
 
   constructor (config: RedisAppenderConfig) {
     const client = this.#client = config.client
@@ -79,23 +87,22 @@ export class RedisAppender {
   /** EventStore.append: in order, skipping seqs the stream holds; FencedError unless `lease` is current. */
   async append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> {
     // Seqs start at 1; Redis refuses the id 0-0, and the memory store ignores seq <= 0 too.
-    const fresh = events.filter((e) => e.seq >= 1)
+    const fresh = events.every((e) => e.seq >= 1) ? events : events.filter((e) => e.seq >= 1)
     if (fresh.length === 0) return
     for (const e of fresh) {
       if (!Number.isSafeInteger(e.seq)) throw new TypeError(`seq must be an integer, got ${e.seq}`)
     }
-    const k = this.#keys(sessionId)
-    const keys = [k.events, k.meta, k.lease, k.followed, k.largest]
+    const state = this.#state(sessionId)
+    const { keys, known } = state
     const max = this.#retention.maxEventsPerSession
     const epoch = lease === undefined ? '' : String(lease.epoch)
-    const known = this.#known.get(sessionId) ?? 0
     // One script call per chunk (usually one per batch) instead of one XADD
     // per event plus the TTL checks: the same commands run inside Redis,
     // without a command, a reply and a client-side object per event.
     const chunks: AppendJob[] = []
     let job: AppendJob | null = null
     for (const e of fresh) {
-      job ??= { keys, args: [0, max, '0', epoch, k.channel, known], chars: 0 }
+      job ??= { keys, args: [0, max, '0', epoch, state.channel, known], chars: 0 }
       job.args.push(`${e.seq}-0`, e.frame)
       job.args[0] = (job.args[0] as number) + 1
       job.chars += e.frame.length
@@ -118,12 +125,18 @@ export class RedisAppender {
     }
     const failed = outcome.find((r) => typeof r !== 'number')
     if (failed !== undefined) throw fenced(sessionId, new Error(String(failed)))
-    let largest = known
-    for (const r of outcome) if ((r as number) > largest) largest = r as number
-    if (largest > known) {
-      if (this.#known.size >= KNOWN_LARGEST_SESSIONS && !this.#known.has(sessionId)) this.#known.clear()
-      this.#known.set(sessionId, largest)
-    }
+    for (const r of outcome) if ((r as number) > state.known) state.known = r as number
+  }
+
+  /** The session's keys and mark as this node remembers them; made (and remembered) on its first append here. */
+  #state (sessionId: string): SessionState {
+    let state = this.#sessions.get(sessionId)
+    if (state !== undefined) return state
+    if (this.#sessions.size >= REMEMBERED_SESSIONS) this.#sessions.clear()
+    const k = this.#keys(sessionId)
+    state = { keys: [k.events, k.meta, k.lease, k.followed, k.largest], channel: k.channel, known: 0 }
+    this.#sessions.set(sessionId, state)
+    return state
   }
 
   /** One script call appending the chunks of one or more sessions; one answer (longest frame, or an error) per chunk. */
