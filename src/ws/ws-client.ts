@@ -14,8 +14,9 @@
  * of one writev system call per frame. Same bytes, same order.
  *
  * Without permessage-deflate (the default), frames are built here and written
- * to the socket directly: a Buffer sent to every client of a session (one
- * event) is framed once, not once per client. ws writes its own frames
+ * to the socket directly: the frame string (or Buffer) sent to every client
+ * of a session (one event) is framed once, not once per client, and a string
+ * is encoded straight behind the header. ws writes its own frames
  * (pings, the close frame) to the same socket at once, with nothing held in
  * its Sender while it does not compress, so the order of calls is the order
  * on the wire; its `bufferedAmount` counts what waits in the socket either way.

@@ -1,8 +1,9 @@
 /**
  * WsClient builds text frames itself and writes them to the socket (one frame
  * per event, shared by every client): over a real ws connection, every
- * payload length class (7-bit, 16-bit, 64-bit) arrives intact and in order,
- * the same Buffer sent to two clients reaches both, ws's own frames (ping,
+ * payload length class (7-bit, 16-bit, 64-bit) arrives intact and in order
+ * whether sent as a string or a Buffer, the same string or Buffer sent to two
+ * clients reaches both, ws's own frames (ping,
  * close) keep their place among ours, and with permessage-deflate on the
  * client falls back to ws.send.
  */
