@@ -60,8 +60,6 @@ function value (depth: number): string {
   return `(?:${STRING}|${NUMBER}|${LITERAL}|${object(inner)}|${array(inner)})`
 }
 
-const JSON_OBJECT = new RegExp(`^${WS}${object(value(DEPTH - 1))}${WS}$`)
-
 /**
  * A top-level key other than `type`, `seq` and `error`, written without
  * escapes. JSON.parse keeps the last of duplicate keys, so a second `type`
@@ -93,9 +91,4 @@ export function bulkType (line: string): BulkType | null {
   }
   const c = line.charCodeAt(TYPE_AT)
   return c === 0x73 ? 'stream_event' : c === 0x61 ? 'assistant' : 'user'
-}
-
-/** True when `line` is one JSON object nested at most DEPTH levels (the grammar alone, for the tests). */
-export function isShallowJsonObject (line: string): boolean {
-  return JSON_OBJECT.test(line)
 }

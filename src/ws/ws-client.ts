@@ -25,7 +25,6 @@
  * (and its 'drain' listener) is made the first time a frame has to wait.
  */
 import { randomUUID } from 'node:crypto'
-import { createRequire } from 'node:module'
 import type { Socket } from 'node:net'
 import type { WebSocket } from 'ws'
 import { closeCodes, endCloseCodes } from '../errors.js'
@@ -168,12 +167,6 @@ export class WsClient implements ClientPort {
 
 const OPEN = 1
 
-/** ws's own frame builder: ws exports its Sender (lib/sender.js), @types/ws does not declare it. */
-interface FrameOptions { fin: boolean, rsv1: boolean, opcode: number, mask: boolean, readOnly: boolean }
-const { Sender } = createRequire(import.meta.url)('ws') as { Sender: { frame: (data: Buffer, options: FrameOptions) => Buffer[] } }
-/** A server's text frame: FIN, no compression, unmasked (RFC 6455 5.1). */
-const TEXT: FrameOptions = { fin: true, rsv1: false, opcode: 1, mask: false, readOnly: false }
-
 /**
  * The last payload framed and its frame: a broadcast sends the same frame
  * (one string, or one Buffer) to each client of the session in turn, so all
@@ -182,27 +175,14 @@ const TEXT: FrameOptions = { fin: true, rsv1: false, opcode: 1, mask: false, rea
 let lastPayload: string | Buffer | null = null
 let lastFrame: Buffer = Buffer.alloc(0)
 
-/** A complete text frame, header and payload in one Buffer (one entry in the send queue). */
+/**
+ * A complete server text frame in one Buffer (one entry in the send queue):
+ * FIN + text opcode, a 7-bit, 16-bit or 64-bit length, unmasked (RFC 6455
+ * 5.2), then the payload, a string encoded straight into place.
+ */
 function textFrame (data: string | Buffer): Buffer {
   if (data === lastPayload) return lastFrame
-  const frame = typeof data === 'string' ? stringFrame(data) : bufferFrame(data)
-  lastPayload = data
-  lastFrame = frame
-  return frame
-}
-
-function bufferFrame (payload: Buffer): Buffer {
-  const parts = Sender.frame(payload, TEXT)
-  return parts.length === 1 ? parts[0] as Buffer : Buffer.concat(parts)
-}
-
-/**
- * A string framed with its UTF-8 encoded straight behind the header (RFC 6455
- * 5.2: FIN + text opcode, then a 7-bit, 16-bit or 64-bit length, unmasked):
- * one encoding, no intermediate payload Buffer to copy.
- */
-function stringFrame (text: string): Buffer {
-  const length = Buffer.byteLength(text)
+  const length = typeof data === 'string' ? Buffer.byteLength(data) : data.length
   const header = length < 126 ? 2 : length < 65536 ? 4 : 10
   const frame = Buffer.allocUnsafe(header + length)
   frame[0] = 0x81
@@ -216,7 +196,10 @@ function stringFrame (text: string): Buffer {
     frame.writeUInt32BE(Math.floor(length / 2 ** 32), 2)
     frame.writeUInt32BE(length >>> 0, 6)
   }
-  frame.write(text, header, 'utf8')
+  if (typeof data === 'string') frame.write(data, header, 'utf8')
+  else data.copy(frame, header)
+  lastPayload = data
+  lastFrame = frame
   return frame
 }
 

@@ -55,7 +55,7 @@ describe('WsClient frames', () => {
       for (const [i, n] of LENGTHS.entries()) {
         // Multi-byte characters: lengths in bytes differ from lengths in characters.
         const text = n === 0 ? '' : `${i}é`.padEnd(n - 1, 'x')
-        // Each as a string (framed with its encoding behind the header) and as a Buffer (framed by ws's Sender).
+        // Each as a string (encoded straight behind the header) and as a Buffer (copied behind it).
         sent.push(text, text)
         p.server.send(text)
         p.server.send(Buffer.from(text))
