@@ -12,11 +12,26 @@ import { isRecord } from '../protocol/is-record.js'
 import type { LogEvent } from './event-log.js'
 import { gatewayFrame, pendingNotice } from './frames.js'
 
+/** A recorded frame as a broadcast hands it to clients: its seq, its text and, usually, that text's UTF-8 bytes. */
+export interface RecordedFrame {
+  readonly seq: number
+  readonly frame: string
+  readonly bytes?: Buffer | undefined
+}
+
 /** A connected client as the session sees it. */
 export interface ClientPort {
   readonly id: string
   /** `seq` is given for recorded frames (an event stream uses it as the event id), not for per-connection ones. */
   send: (data: string | Buffer, seq?: number) => void
+  /**
+   * Sends one committed batch of recorded frames, in order, as `send` would
+   * one by one (a frame's `bytes`, when set, are its UTF-8 encoding). A port
+   * that can write a batch at once has this; a broadcast gives every such
+   * client the same array, so what the port builds from it can be built once
+   * for all of them.
+   */
+  sendFrames?: (frames: readonly RecordedFrame[]) => void
   /**
    * Null when more may be sent now, else a promise that settles once the client
    * has read what waits for it (or is ended or gone). Replays wait on it, so a
@@ -162,22 +177,39 @@ export class Audience {
     if (this.#clients.size === 0) return
     let frames = 0
     let bytes = 0
-    for (const event of events) {
-      let frameBytes: number | null = null
-      let observerBytes: number | null = null
-      for (const att of this.#clients.values()) {
-        if (att.port.remote === true) continue
-        if (att.backlog !== null) { this.#hold(att, event); continue }
-        if (event.observerFrame !== undefined && att !== this.#holder) {
-          att.port.send(event.observerFrame, event.seq)
+    let batchBytes = -1
+    // Observers see other renderings of some frames (control requests): those go frame by frame.
+    const variants = events.some((e) => e.observerFrame !== undefined)
+    let rest: Attachment[] | null = null
+    for (const att of this.#clients.values()) {
+      if (att.port.remote === true) continue
+      if (att.backlog === null && att.port.sendFrames !== undefined && (!variants || att === this.#holder)) {
+        // The same array to every client: a WebSocket client frames the batch once for all of them (ws-client.ts).
+        att.port.sendFrames(events)
+        frames += events.length
+        if (batchBytes < 0) batchBytes = events.reduce((sum, e) => sum + utf8Bytes(e), 0)
+        bytes += batchBytes
+      } else {
+        (rest ??= []).push(att)
+      }
+    }
+    if (rest !== null) {
+      for (const event of events) {
+        let frameBytes: number | null = null
+        let observerBytes: number | null = null
+        for (const att of rest) {
+          if (att.backlog !== null) { this.#hold(att, event); continue }
+          if (event.observerFrame !== undefined && att !== this.#holder) {
+            att.port.send(event.observerFrame, event.seq)
+            frames++
+            bytes += observerBytes ??= Buffer.byteLength(event.observerFrame)
+            continue
+          }
+          // The same string to every client: a WebSocket client frames it once for all of them (ws-client.ts).
+          att.port.send(event.frame, event.seq)
           frames++
-          bytes += observerBytes ??= Buffer.byteLength(event.observerFrame)
-          continue
+          bytes += frameBytes ??= utf8Bytes(event)
         }
-        // The same string to every client: a WebSocket client frames it once for all of them (ws-client.ts).
-        att.port.send(event.frame, event.seq)
-        frames++
-        bytes += frameBytes ??= Buffer.byteLength(event.frame)
       }
     }
     // Once per batch, not per frame and client.
@@ -193,7 +225,7 @@ export class Audience {
     const backlog = att.backlog as LogEvent[]
     if (att.ended || att.port.ended === true) return
     backlog.push(event)
-    att.backlogBytes += Buffer.byteLength(event.frame)
+    att.backlogBytes += utf8Bytes(event)
     const { port } = att
     if (port.maxBufferedBytes === undefined || port.end === undefined) return
     if (att.backlogBytes + (port.buffered?.() ?? 0) <= port.maxBufferedBytes) return
@@ -244,4 +276,9 @@ export class Audience {
       this.send(att.port, gatewayFrame('holder', { holder: holder?.port.id ?? null, role: att === holder ? 'controller' : 'observer' }))
     }
   }
+}
+
+/** A frame's UTF-8 length, from its bytes when it has them. */
+function utf8Bytes (event: RecordedFrame): number {
+  return event.bytes?.length ?? Buffer.byteLength(event.frame)
 }

@@ -14,7 +14,7 @@ import type { Audience, ClientPort } from './audience.js'
 import { CliProblems } from './cli-problems.js'
 import type { EventLog } from './event-log.js'
 import { bulkType } from './bulk-line.js'
-import { gatewayFrame, pendingNotice, spliceSeq, withSeq } from './frames.js'
+import { gatewayFrame, pendingNotice, spliceSeq, spliceSource, withSeq } from './frames.js'
 import type { SessionEvents, SessionRef } from './session-events.js'
 
 export interface CliOutputHost {
@@ -53,7 +53,7 @@ export class CliOutput {
     // Most of a turn: relayed as printed, checked without being parsed (bulk-line.ts).
     if (bulkType(line) !== null) {
       if (h.record.status === 'starting') h.setStatus('running')
-      h.events.push((s) => spliceSeq(line, s))
+      h.events.push((s) => spliceSeq(line, s), undefined, spliceSource(line))
       return
     }
     let parsed: unknown

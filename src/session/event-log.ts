@@ -15,6 +15,7 @@
  * `onDegraded(false, …)`), however many batches it drops.
  */
 import type { Logger } from 'pino'
+import { encodeFrames } from './frame-bytes.js'
 import { type EventStore, type Lease, type RawEvent, type StoredEvent, FencedError, withinBytes } from '../store/store.js'
 
 /** Seqs `[from, to]` (inclusive) that are missing from history. */
@@ -32,6 +33,8 @@ export interface OverflowEpisode {
 export interface LogEvent extends StoredEvent {
   /** What a client that does not hold the session receives instead of `frame`. */
   observerFrame?: string | undefined
+  /** The CLI line `frame` was spliced from (frame-bytes.ts). */
+  line?: string | undefined
 }
 
 export interface EventLogOptions {
@@ -158,10 +161,14 @@ export class EventLog {
     this.#fenced = false
   }
 
-  /** Assigns the next seq, builds the frame for it, and queues it. Returns the seq. */
-  push (build: (seq: number) => string, buildObserver?: (seq: number) => string): number {
+  /**
+   * Assigns the next seq, builds the frame for it, and queues it. Returns the
+   * seq. `line`: the CLI line the frame is spliced from (frames.ts
+   * `spliceSource`), for encoding it (frame-bytes.ts).
+   */
+  push (build: (seq: number) => string, buildObserver?: (seq: number) => string, line?: string): number {
     const seq = ++this.#seq
-    this.#pending.push({ seq, frame: build(seq), observerFrame: buildObserver?.(seq) })
+    this.#pending.push({ seq, frame: build(seq), observerFrame: buildObserver?.(seq), line })
     this.#schedule()
     return seq
   }
@@ -238,6 +245,8 @@ export class EventLog {
     if (this.#inFlight !== null || this.#pending.length === 0) return
     const batch = this.#pending
     this.#pending = []
+    // Once, for the store and every client (frame-bytes.ts).
+    encodeFrames(batch)
     const lease = this.#o.lease?.()
     if (this.#fenced || lease === null) {
       // Not this node's to write: never stored, so never relayed either.
@@ -251,7 +260,7 @@ export class EventLog {
       this.#drain()
       return
     }
-    this.#inFlight = this.#append(batch.map(stored), lease).then(
+    this.#inFlight = this.#append(batch, lease).then(
       () => { this.#commit(batch) },
       (err: unknown) => {
         if (err instanceof FencedError) { this.#fence(); return }
@@ -297,6 +306,8 @@ export class EventLog {
   }
 
   #hold (batch: LogEvent[]): void {
+    // Relayed already: held as strings, not pinning the batch's encoded buffer through an outage.
+    for (const e of batch) e.bytes = undefined
     this.#unsaved.push(...batch)
     const over = this.#unsaved.length - this.#o.maxUnsaved
     if (over > 0) this.#drop(this.#unsaved.splice(0, over))
@@ -338,7 +349,7 @@ export class EventLog {
       const lease = this.#o.lease?.()
       if (this.#fenced || lease === null) return
       try {
-        await this.#append(chunk.map(stored), lease)
+        await this.#append(chunk, lease)
       } catch (err) {
         if (err instanceof FencedError) { this.#fence(); return }
         this.#retryMs = Math.min(RETRY_MAX_MS, this.#retryMs * 2)
@@ -409,10 +420,6 @@ export class EventLog {
     }
     this.#o.onDegraded(degraded, episode)
   }
-}
-
-function stored (e: LogEvent): StoredEvent {
-  return { seq: e.seq, frame: e.frame }
 }
 
 function delay (ms: number): Promise<void> {

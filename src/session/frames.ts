@@ -18,6 +18,16 @@ export function spliceSeq (line: string, seq: number): string {
   return rest.startsWith('}') ? `{"seq":${seq}}` : `{"seq":${seq},${rest}`
 }
 
+/**
+ * The line when `spliceSeq(line, seq)` is `{"seq":seq,` + the line after its
+ * `{` for any seq (a line as the CLI prints it, a key right after the brace),
+ * else undefined: the frame's bytes can then be written from the line itself
+ * (frame-bytes.ts).
+ */
+export function spliceSource (line: string): string | undefined {
+  return line.charCodeAt(0) === 0x7b && line.charCodeAt(1) === 0x22 && line.charCodeAt(line.length - 1) === 0x7d ? line : undefined
+}
+
 /** A gateway frame (`type: "gateway"`), with a seq when it is recorded. */
 export function gatewayFrame (subtype: string, fields: Record<string, unknown>, seq?: number): string {
   return JSON.stringify(seq === undefined

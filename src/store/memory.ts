@@ -60,7 +60,9 @@ export class MemoryStore implements EventStore {
     this.#fence(sessionId, lease)
     const entry = this.#entry(sessionId, true) as Entry
     const log = entry.events
-    for (const event of events) {
+    // Kept (and published) as seq and frame only: a writer's other fields (observer renderings, bytes) are its own.
+    const kept = events.map((e): StoredEvent => ({ seq: e.seq, frame: e.frame }))
+    for (const event of kept) {
       const last = log.length === 0 ? 0 : (log[log.length - 1] as StoredEvent).seq
       if (event.seq <= last) continue // already held: a retried batch
       log.push(event)
@@ -68,7 +70,7 @@ export class MemoryStore implements EventStore {
     // Trim in slices of a tenth so a steady stream does not shift the array on every append.
     const max = this.#retention.maxEventsPerSession
     if (log.length > max + Math.max(1, Math.floor(max / 10))) log.splice(0, log.length - max)
-    this.feed.publish(sessionId, events)
+    this.feed.publish(sessionId, kept)
   }
 
   async read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> {

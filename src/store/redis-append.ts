@@ -36,10 +36,17 @@ export interface RedisAppenderConfig {
   keys: (sessionId: string) => SessionKeys
 }
 
-/** One session's chunk of events for APPEND_SCRIPT: its 5 keys, then n, max, TTL flag, epoch, channel, known largest and the id/frame pairs. */
+/** One session's chunk of events for APPEND_SCRIPT: its 5 keys and its 7 arguments (max, TTL flag, epoch, channel, known largest, layout, frames). */
 interface AppendJob {
   keys: string[]
-  args: Array<string | number>
+  args: Array<string | number | Buffer>
+  events: number
+  chars: number
+}
+
+/** A chunk's events before they become a job's layout and frames arguments. */
+interface Chunk {
+  events: StoredEvent[]
   chars: number
 }
 
@@ -78,7 +85,7 @@ export class RedisAppender {
         stream: () => client.stream ?? null,
         writeMany: async (jobs) => await this.#appendMany(jobs),
         // A merged call holds no more events and characters than one chunk.
-        weight: (job) => Math.max(job.chars / APPEND_CHUNK_CHARS, (job.args[0] as number) / APPEND_CHUNK_EVENTS),
+        weight: (job) => Math.max(job.chars / APPEND_CHUNK_CHARS, job.events / APPEND_CHUNK_EVENTS),
         maxWeight: 1,
         maxJobs: APPEND_WAVE_SESSIONS
       })
@@ -99,28 +106,33 @@ export class RedisAppender {
     // One script call per chunk (usually one per batch) instead of one XADD
     // per event plus the TTL checks: the same commands run inside Redis,
     // without a command, a reply and a client-side object per event.
-    const chunks: AppendJob[] = []
-    let job: AppendJob | null = null
+    const chunks: Chunk[] = []
+    let chunk: Chunk | null = null
     for (const e of fresh) {
-      job ??= { keys, args: [0, max, '0', epoch, state.channel, known], chars: 0 }
-      job.args.push(`${e.seq}-0`, e.frame)
-      job.args[0] = (job.args[0] as number) + 1
-      job.chars += e.frame.length
-      if (job.args[0] >= APPEND_CHUNK_EVENTS || job.chars >= APPEND_CHUNK_CHARS) {
-        chunks.push(job)
-        job = null
+      chunk ??= { events: [], chars: 0 }
+      chunk.events.push(e)
+      chunk.chars += e.frame.length
+      if (chunk.events.length >= APPEND_CHUNK_EVENTS || chunk.chars >= APPEND_CHUNK_CHARS) {
+        chunks.push(chunk)
+        chunk = null
       }
     }
-    if (job !== null) chunks.push(job)
+    if (chunk !== null) chunks.push(chunk)
     // The TTL check runs once, after the last event.
-    if (this.#retention.ttlSecondsAfterEnd > 0) (chunks[chunks.length - 1] as AppendJob).args[2] = '1'
+    const ttl = this.#retention.ttlSecondsAfterEnd > 0
+    const jobs = chunks.map((c, i): AppendJob => ({
+      keys,
+      args: [max, ttl && i === chunks.length - 1 ? '1' : '0', epoch, state.channel, known, ...packFrames(c.events)],
+      events: c.events.length,
+      chars: c.chars
+    }))
     let outcome: AppendAnswer[]
-    if (chunks.length === 1) {
-      const only = chunks[0] as AppendJob
+    if (jobs.length === 1) {
+      const only = jobs[0] as AppendJob
       // Merged with other sessions' appends of the same wave on a single Redis.
       outcome = this.#gate === null ? await this.#appendMany([only]) : [await this.#gate.submit(only)]
     } else {
-      const write = async (): Promise<AppendAnswer[]> => await this.#pipelined(chunks)
+      const write = async (): Promise<AppendAnswer[]> => await this.#pipelined(jobs)
       outcome = await (this.#gate === null ? write() : this.#gate.run(write))
     }
     const failed = outcome.find((r) => typeof r !== 'number')
@@ -145,7 +157,7 @@ export class RedisAppender {
     // By hash, so the script text is not sent (and hashed by Redis) every time.
     if (jobs.length === 1) return await client[APPEND_COMMAND](KEYS_PER_SESSION, ...(jobs[0] as AppendJob).keys, ...(jobs[0] as AppendJob).args)
     const keys: string[] = []
-    const args: Array<string | number> = []
+    const args: Array<string | number | Buffer> = []
     for (const job of jobs) {
       for (const key of job.keys) keys.push(key)
       for (const a of job.args) args.push(a)
@@ -153,17 +165,45 @@ export class RedisAppender {
     return await client[APPEND_COMMAND](keys.length, ...keys, ...args)
   }
 
-  /** A large batch of one session: its chunks in one pipeline, in order. */
-  async #pipelined (chunks: AppendJob[]): Promise<AppendAnswer[]> {
-    // Plain EVAL in a pipeline: ioredis would prepare a pipeline of defined commands with
-    // SCRIPT EXISTS / SCRIPT LOAD, which the store's ACL user may not run (docker/redis).
-    const pipeline = this.#client.pipeline()
-    for (const chunk of chunks) pipeline.eval(APPEND_SCRIPT, KEYS_PER_SESSION, ...chunk.keys, ...chunk.args)
-    const results = await pipeline.exec()
-    if (results === null) throw new Error('redis pipeline was aborted')
-    return results.map(([error, answer]) => {
-      if (error != null) throw error
-      return (answer as AppendAnswer[])[0] as AppendAnswer
-    })
+  /**
+   * A large batch of one session: its chunks as script calls issued in the
+   * same tick (on a single Redis inside the gate's corked wave, so written
+   * together), answered in order on the one connection. Not a pipeline
+   * object: ioredis would prepare a pipeline of defined commands with SCRIPT
+   * EXISTS / SCRIPT LOAD, which the store's ACL user may not run
+   * (docker/redis), and plain EVAL would send and hash the script text per
+   * chunk. A NOSCRIPT answer (the script cache flushed) is retried by ioredis
+   * as EVAL when that answer arrives, so the retries go out in order too.
+   */
+  async #pipelined (jobs: AppendJob[]): Promise<AppendAnswer[]> {
+    return await Promise.all(jobs.map(async (job) => (await this.#appendMany([job]))[0] as AppendAnswer))
   }
+}
+
+/**
+ * APPEND_SCRIPT's layout and frames arguments for a chunk: `<id> <bytes>`
+ * per event, and the frames' bytes back to back. Events a session encoded
+ * in one batch (frame-bytes.ts) lie back to back in one buffer already, and
+ * are sent as a view of it, uncopied; others are joined (and encoded).
+ */
+function packFrames (events: StoredEvent[]): [layout: string, frames: Buffer] {
+  let layout = ''
+  let contiguous = true
+  let prev: Buffer | undefined
+  for (const e of events) {
+    const bytes = e.bytes
+    if (bytes === undefined) {
+      contiguous = false
+      layout += `${e.seq}-0 ${Buffer.byteLength(e.frame)} `
+      continue
+    }
+    if (prev !== undefined && (bytes.buffer !== prev.buffer || bytes.byteOffset !== prev.byteOffset + prev.length)) contiguous = false
+    prev = bytes
+    layout += `${e.seq}-0 ${bytes.length} `
+  }
+  const first = events[0]?.bytes
+  if (contiguous && first !== undefined && prev !== undefined) {
+    return [layout, Buffer.from(first.buffer, first.byteOffset, prev.byteOffset + prev.length - first.byteOffset)]
+  }
+  return [layout, Buffer.concat(events.map((e) => e.bytes ?? Buffer.from(e.frame, 'utf8')))]
 }

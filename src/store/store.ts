@@ -11,6 +11,12 @@
 export interface StoredEvent {
   seq: number
   frame: string
+  /**
+   * `frame` as UTF-8, when the writer encoded it already (session/frame-bytes.ts):
+   * a store that sends bytes sends these. Appends only; a store keeps `seq`
+   * and `frame`, never these (they are views of a whole batch's buffer).
+   */
+  bytes?: Buffer | undefined
 }
 
 /** A recorded frame as the UTF-8 bytes the store holds, for pages sent on unchanged (GET /events). */

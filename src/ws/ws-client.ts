@@ -16,7 +16,9 @@
  * Without permessage-deflate (the default), frames are built here and written
  * to the socket directly: the frame string (or Buffer) sent to every client
  * of a session (one event) is framed once, not once per client, and a string
- * is encoded straight behind the header. ws writes its own frames
+ * is encoded straight behind the header. A committed batch (sendFrames) is
+ * framed once into one Buffer from the bytes the session encoded for the
+ * store as well, and written to each client in one piece. ws writes its own frames
  * (pings, the close frame) to the same socket at once, with nothing held in
  * its Sender while it does not compress, so the order of calls is the order
  * on the wire; its `bufferedAmount` counts what waits in the socket either way.
@@ -29,6 +31,7 @@ import type { Socket } from 'node:net'
 import type { WebSocket } from 'ws'
 import { closeCodes, endCloseCodes } from '../errors.js'
 import { END_GRACE_MS, SHUTDOWN_END_GRACE_MS, SendQueue } from '../net/send-queue.js'
+import type { RecordedFrame } from '../session/audience.js'
 import type { ClientPort, EndReason } from '../session/session.js'
 
 /**
@@ -38,6 +41,9 @@ import type { ClientPort, EndReason } from '../session/session.js'
  * high-water mark so a busy tick still leaves in few large writes.
  */
 const FLUSH_BYTES = 64 * 1024
+
+/** Frames of a batch that wait in the queue are grouped into pieces of about this size (whole frames; one larger frame alone). */
+const QUEUED_PIECE_BYTES = 16 * 1024
 
 const SLOW_CONSUMER = 'slow consumer: reconnect with ?after=<last seq>'
 /** RFC 6455 allows 123 bytes of close reason. */
@@ -81,6 +87,45 @@ export class WsClient implements ClientPort {
     const frame = this.#framesHere ? textFrame(data) : data
     if (this.#queue === null && this.#room()) this.#write(frame)
     else this.#queued().send(frame)
+  }
+
+  /**
+   * ClientPort.sendFrames: the batch framed once into one Buffer for all its
+   * clients, written in as few pieces as the socket takes: whole frames while
+   * less than FLUSH_BYTES waits in it, as `send` would one by one; the rest
+   * waits in the queue in pieces of whole frames, so that ending the client
+   * still drops all but about FLUSH_BYTES ahead of its close frame.
+   */
+  sendFrames (frames: readonly RecordedFrame[]): void {
+    if (this.#ended) return
+    if (!this.#framesHere) {
+      for (const f of frames) this.send(f.frame)
+      return
+    }
+    const batch = batchFrames(frames)
+    const { buf, ends } = batch
+    let from = 0
+    let i = 0
+    while (i < ends.length && this.#queue === null && this.#room()) {
+      const raw = this.#raw as Socket
+      let waiting = raw.destroyed ? 0 : raw.writableLength
+      const start = from
+      while (i < ends.length && waiting < FLUSH_BYTES) {
+        const end = ends[i++] as number
+        waiting += end - from
+        from = end
+      }
+      this.#write(start === 0 && from === buf.length ? buf : buf.subarray(start, from))
+    }
+    if (i === ends.length) return
+    const queue = this.#queued()
+    while (i < ends.length) {
+      const start = from
+      do {
+        from = ends[i++] as number
+      } while (i < ends.length && (ends[i] as number) - start <= QUEUED_PIECE_BYTES)
+      queue.send(buf.subarray(start, from))
+    }
   }
 
   /** Null while frames go straight to the socket; else settles once the queue is out and the socket has room (or the client ended). */
@@ -175,32 +220,87 @@ const OPEN = 1
 let lastPayload: string | Buffer | null = null
 let lastFrame: Buffer = Buffer.alloc(0)
 
+/** A batch's frames back to back, and where each ends in `buf`. */
+interface FramedBatch {
+  buf: Buffer
+  ends: number[]
+}
+
+/** The last batch framed and its frames, as for single payloads above. */
+let lastBatch: readonly RecordedFrame[] | null = null
+let lastFramed: FramedBatch = { buf: Buffer.alloc(0), ends: [] }
+
+/** Bytes of the header of an unmasked frame of `length` payload bytes (RFC 6455 5.2). */
+function headerBytes (length: number): number {
+  return length < 126 ? 2 : length < 65536 ? 4 : 10
+}
+
+/** Writes the header of a FIN text frame of `length` payload bytes at `at`; returns where the payload goes. */
+function writeHeader (frame: Buffer, at: number, length: number): number {
+  frame[at] = 0x81
+  if (length < 126) {
+    frame[at + 1] = length
+    return at + 2
+  }
+  if (length < 65536) {
+    frame[at + 1] = 126
+    frame[at + 2] = length >>> 8
+    frame[at + 3] = length & 0xff
+    return at + 4
+  }
+  frame[at + 1] = 127
+  frame.writeUInt32BE(Math.floor(length / 2 ** 32), at + 2)
+  frame.writeUInt32BE(length >>> 0, at + 6)
+  return at + 10
+}
+
 /**
  * A complete server text frame in one Buffer (one entry in the send queue):
- * FIN + text opcode, a 7-bit, 16-bit or 64-bit length, unmasked (RFC 6455
- * 5.2), then the payload, a string encoded straight into place.
+ * FIN + text opcode, a 7-bit, 16-bit or 64-bit length, unmasked, then the
+ * payload, a string encoded straight into place.
  */
 function textFrame (data: string | Buffer): Buffer {
   if (data === lastPayload) return lastFrame
   const length = typeof data === 'string' ? Buffer.byteLength(data) : data.length
-  const header = length < 126 ? 2 : length < 65536 ? 4 : 10
-  const frame = Buffer.allocUnsafe(header + length)
-  frame[0] = 0x81
-  if (header === 2) {
-    frame[1] = length
-  } else if (header === 4) {
-    frame[1] = 126
-    frame.writeUInt16BE(length, 2)
-  } else {
-    frame[1] = 127
-    frame.writeUInt32BE(Math.floor(length / 2 ** 32), 2)
-    frame.writeUInt32BE(length >>> 0, 6)
-  }
-  if (typeof data === 'string') frame.write(data, header, 'utf8')
-  else data.copy(frame, header)
+  const frame = Buffer.allocUnsafe(headerBytes(length) + length)
+  const at = writeHeader(frame, 0, length)
+  if (typeof data === 'string') frame.write(data, at, 'utf8')
+  else data.copy(frame, at)
   lastPayload = data
   lastFrame = frame
   return frame
+}
+
+/**
+ * A batch's frames back to back in one Buffer, each from its bytes (its text
+ * encoded when it has none): one allocation and one socket write per batch
+ * and client, the frames copied once for all the batch's clients.
+ */
+function batchFrames (frames: readonly RecordedFrame[]): FramedBatch {
+  if (frames === lastBatch) return lastFramed
+  let total = 0
+  for (const f of frames) {
+    const length = f.bytes?.length ?? Buffer.byteLength(f.frame)
+    total += headerBytes(length) + length
+  }
+  const buf = Buffer.allocUnsafe(total)
+  const ends: number[] = new Array(frames.length)
+  let at = 0
+  for (let i = 0; i < frames.length; i++) {
+    const f = frames[i] as RecordedFrame
+    if (f.bytes !== undefined) {
+      at = writeHeader(buf, at, f.bytes.length)
+      at += f.bytes.copy(buf, at)
+    } else {
+      const length = Buffer.byteLength(f.frame)
+      at = writeHeader(buf, at, length)
+      at += buf.write(f.frame, at, 'utf8')
+    }
+    ends[i] = at
+  }
+  lastBatch = frames
+  lastFramed = { buf, ends }
+  return lastFramed
 }
 
 /** `message` cut to what a close frame may carry, on a character boundary. */

@@ -252,6 +252,27 @@ export function storeContract (
       assert.deepEqual(await store.getSession('uni'), record)
     })
 
+    it('stores the frames, not their bytes, when an append brings them encoded (one buffer, separate ones, or some without)', async () => {
+      const store = await make()
+      // 1,200 events: more than one script call's worth on Redis. Multi-byte text throughout.
+      const all = Array.from({ length: 1200 }, (_v, i) => ({ seq: i + 1, frame: JSON.stringify({ seq: i + 1, text: `é 中 😀 ${'x'.repeat(i % 97)}` }) }))
+      // As a session encodes a batch (frame-bytes.ts): views of one buffer, back to back.
+      const joined = Buffer.from(all.slice(0, 700).map((e) => e.frame).join(''))
+      let at = 0
+      const batch = all.slice(0, 700).map((e) => {
+        const n = Buffer.byteLength(e.frame)
+        const bytes = joined.subarray(at, at + n)
+        at += n
+        return { ...e, bytes }
+      })
+      await store.append('s1', batch)
+      // Separate buffers, and every third event with none.
+      await store.append('s1', all.slice(700).map((e, i) => i % 3 === 0 ? e : { ...e, bytes: Buffer.from(e.frame) }))
+      const read = await store.read('s1', 0, 2000)
+      assert.deepEqual(read, all, 'every frame as given, once, in order')
+      assert.ok(read.every((e) => !('bytes' in e)), 'reads give frames, not the appender\'s bytes')
+    })
+
     it('putSession/getSession round trip, replace and copies', async () => {
       const store = await make()
       assert.equal(await store.getSession('nope'), null)

@@ -89,10 +89,11 @@ describe('event log', () => {
     assert.equal(p.log.push(frameFor('b'), (s) => `notice ${s}`), 43)
     assert.equal(p.log.lastSeq, 43)
     await p.until(() => p.committed.length === 2)
-    assert.deepEqual(p.committed, [
+    assert.deepEqual(p.committed.map(({ seq, frame, observerFrame }) => ({ seq, frame, observerFrame })), [
       { seq: 42, frame: '{"seq":42,"text":"a"}', observerFrame: undefined },
       { seq: 43, frame: '{"seq":43,"text":"b"}', observerFrame: 'notice 43' }
     ])
+    for (const e of p.committed) assert.deepEqual(e.bytes, Buffer.from(e.frame), 'each frame is committed with its UTF-8 bytes, encoded once for the store and clients')
     assert.deepEqual(await p.store.read('s1', 0, 10), [{ seq: 42, frame: '{"seq":42,"text":"a"}' }, { seq: 43, frame: '{"seq":43,"text":"b"}' }], 'observer renderings are not stored')
   })
 

@@ -3,7 +3,8 @@
  * per event, shared by every client): over a real ws connection, every
  * payload length class (7-bit, 16-bit, 64-bit) arrives intact and in order
  * whether sent as a string or a Buffer, the same string or Buffer sent to two
- * clients reaches both, ws's own frames (ping,
+ * clients reaches both, a committed batch (sendFrames) arrives whole and in
+ * order at each of its clients, ws's own frames (ping,
  * close) keep their place among ours, and with permessage-deflate on the
  * client falls back to ws.send.
  */
@@ -82,6 +83,47 @@ describe('WsClient frames', () => {
       for (const p of [a, b]) p.server.end('shutting_down', 'done')
       await Promise.all([a.closed, b.closed])
       for (const p of [a, b]) assert.deepEqual(p.got, [text, text, other.toString()])
+    })
+  }
+
+  it('a batch larger than the socket takes waits in the queue in whole frames, and arrives whole and in order once the client reads', async () => {
+    const p = await pair()
+    const raw = (p.client as unknown as { _socket: Socket })._socket
+    raw.pause()
+    // 30 batches of 60 frames of 4–8 KB, about 11 MB: more than the loopback socket's buffers hold, so the rest is queued.
+    const batches = Array.from({ length: 30 }, (_b, b) => Array.from({ length: 60 }, (_v, i) => {
+      const frame = `{"seq":${b * 60 + i + 1},"t":"${'é'.repeat(2000 + 37 * i)}"}`
+      return { seq: b * 60 + i + 1, frame, bytes: Buffer.from(frame) }
+    }))
+    for (const batch of batches) p.server.sendFrames(batch)
+    assert.ok(p.server.buffered() > 1024 * 1024, `frames wait behind the stalled socket (${p.server.buffered()} bytes)`)
+    raw.resume()
+    const all = batches.flat().map((e) => e.frame)
+    await new Promise<void>((resolve) => p.client.on('message', () => { if (p.got.length === all.length) resolve() }))
+    assert.deepEqual(p.got, all)
+    p.server.end('shutting_down', 'done')
+    assert.equal(await p.closed, 1012)
+  })
+
+  for (const deflate of [false, true]) {
+    it(`sends a committed batch (sendFrames) to several clients: every frame, in order, from its bytes or its text${deflate ? ' (permessage-deflate: frame by frame through ws.send)' : ''}`, async () => {
+      const a = await pair(deflate)
+      const b = await pair(deflate)
+      // Every length class; bytes given for most (as the session encodes them), text alone for some.
+      const batch = LENGTHS.map((n, i) => {
+        const frame = n === 0 ? '' : `${i}é`.padEnd(n - 1, 'x')
+        return i % 3 === 2 ? { seq: i + 1, frame } : { seq: i + 1, frame, bytes: Buffer.from(frame) }
+      })
+      a.server.send('before')
+      for (const p of [a, b]) p.server.sendFrames(batch)
+      // A second batch: the first one's frames are not sent again.
+      const next = [{ seq: 100, frame: '{"seq":100}', bytes: Buffer.from('{"seq":100}') }]
+      for (const p of [b, a]) p.server.sendFrames(next)
+      for (const p of [a, b]) p.server.end('shutting_down', 'done')
+      await Promise.all([a.closed, b.closed])
+      const frames = [...batch, ...next].map((e) => e.frame)
+      assert.deepEqual(a.got, ['before', ...frames])
+      assert.deepEqual(b.got, frames)
     })
   }
 })
