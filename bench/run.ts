@@ -449,8 +449,30 @@ function machine (): Record<string, string> {
     node: process.version,
     redis: redisVersion,
     date: new Date().toISOString(),
-    os: execFileSync('uname', ['-sr'], { encoding: 'utf8' }).trim()
+    os: execFileSync('uname', ['-sr'], { encoding: 'utf8' }).trim(),
+    probe: cpuProbe()
   }
+}
+
+/**
+ * A fixed piece of work timed on this machine (µs per `JSON.parse` of a
+ * 600-character assistant line, best of 5 rounds): hosts of the same type
+ * have differed 2–3× in it, which moves every absolute figure of a run while
+ * ratios to baselines of the same run hold. Printed beside the load average.
+ */
+function cpuProbe (): string {
+  const line = JSON.stringify({ type: 'assistant', message: { id: 'msg_probe', role: 'assistant', content: [{ type: 'text', text: 'x'.repeat(480) }] }, session_id: '00000000-0000-4000-8000-000000000000' })
+  const n = 50_000
+  let best = Infinity
+  let sink = 0
+  for (let round = 0; round < 5; round++) {
+    const t0 = process.hrtime.bigint()
+    for (let i = 0; i < n; i++) sink += (JSON.parse(line) as { type: string }).type.length
+    best = Math.min(best, Number(process.hrtime.bigint() - t0) / n / 1000)
+  }
+  // The parses' results are used, so none can be optimised away.
+  if (sink !== 5 * n * 'assistant'.length) return 'not measured'
+  return `${best.toFixed(2)} µs per JSON.parse of a ${line.length}-character line (best of 5 × ${n})`
 }
 
 function render (m: Record<string, string>, loadStart: number[], loadEnd: number[], title: string): string {
@@ -461,6 +483,7 @@ function render (m: Record<string, string>, loadStart: number[], loadEnd: number
     ? `- Node ${m.node}; gateway with the **in-memory store** (--memory-store diagnostic run), LOG_LEVEL=warn, own process`
     : `- Node ${m.node}, Redis ${m.redis} (loopback), gateway with REDIS_URL set, LOG_LEVEL=warn, own process`)
   lines.push(`- Date: ${m.date}; mode: ${opts.soakMs !== null ? `soak ${opts.soakMs / 1000} s` : Q ? 'quick' : 'full'}`)
+  lines.push(`- CPU probe: ${m.probe ?? 'not run'} — absolute figures (ms, lines/s) move with it between hosts; ratios to baselines of the same run much less`)
   lines.push(`- Load average (1/5/15 min) at start ${loadStart.map((x) => x.toFixed(2)).join(' / ')}, at end ${loadEnd.map((x) => x.toFixed(2)).join(' / ')}${Math.max(loadStart[0] ?? 0, loadEnd[0] ?? 0) > cpus().length * 0.5 ? ' — **the machine was busy with other work: timings are noisy**' : ''}`)
   lines.push(`- Lines are ${sizes.bytes} B assistant-shaped NDJSON; latency = client receive time − generator send time (CLOCK_MONOTONIC, same machine)`)
   lines.push('')
