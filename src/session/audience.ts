@@ -279,6 +279,6 @@ export class Audience {
 }
 
 /** A frame's UTF-8 length, from its bytes when it has them. */
-function utf8Bytes (event: RecordedFrame): number {
+export function utf8Bytes (event: RecordedFrame): number {
   return event.bytes?.length ?? Buffer.byteLength(event.frame)
 }

@@ -19,6 +19,8 @@
  * more than encoding it.
  */
 
+import { seqPrefix } from './frames.js'
+
 /** A frame and, once encoded, its UTF-8 bytes. */
 export interface EncodableFrame {
   readonly seq: number
@@ -62,7 +64,7 @@ function encodeInto (slab: Buffer, at: number, f: EncodableFrame): number {
     // Fewer than 4 bytes left unwritten: a character may have been cut off at the end.
     return n > room - 4 && Buffer.byteLength(f.frame) > n ? -1 : n
   }
-  const prefix = `{"seq":${f.seq},`
+  const prefix = seqPrefix(f.seq)
   // The line's `{` lands under the prefix's last character, which overwrites it.
   const skip = prefix.length - 1
   const room = slab.length - at - skip
@@ -74,5 +76,5 @@ function encodeInto (slab: Buffer, at: number, f: EncodableFrame): number {
 }
 
 function byteLength (f: EncodableFrame): number {
-  return f.line === undefined ? Buffer.byteLength(f.frame) : Buffer.byteLength(f.line) + `{"seq":${f.seq},`.length - 1
+  return f.line === undefined ? Buffer.byteLength(f.frame) : Buffer.byteLength(f.line) + seqPrefix(f.seq).length - 1
 }

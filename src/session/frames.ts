@@ -10,12 +10,17 @@ export function withSeq (line: string, parsed: Record<string, unknown>, seq: num
   return spliceSeq(line, seq)
 }
 
+/** What a spliced frame starts with: `{"seq":n,`. */
+export function seqPrefix (seq: number): string {
+  return `{"seq":${seq},`
+}
+
 /** `{"seq":n,` + the rest of a line that is a JSON object without a `seq` of its own. */
 export function spliceSeq (line: string, seq: number): string {
   // As the CLI prints them, lines have nothing to trim.
   const tight = line.charCodeAt(0) === 0x7b && line.charCodeAt(line.length - 1) === 0x7d
   const rest = (tight ? line.slice(1) : line.trim().slice(1)).trimStart()
-  return rest.startsWith('}') ? `{"seq":${seq}}` : `{"seq":${seq},${rest}`
+  return rest.startsWith('}') ? `{"seq":${seq}}` : seqPrefix(seq) + rest
 }
 
 /**

@@ -187,23 +187,16 @@ export class RedisAppender {
  * are sent as a view of it, uncopied; others are joined (and encoded).
  */
 function packFrames (events: StoredEvent[]): [layout: string, frames: Buffer] {
+  // Each frame's bytes, encoded here (once) only for events that come without.
+  const parts = events.map((e) => e.bytes ?? Buffer.from(e.frame, 'utf8'))
   let layout = ''
   let contiguous = true
-  let prev: Buffer | undefined
-  for (const e of events) {
-    const bytes = e.bytes
-    if (bytes === undefined) {
-      contiguous = false
-      layout += `${e.seq}-0 ${Buffer.byteLength(e.frame)} `
-      continue
-    }
+  parts.forEach((bytes, i) => {
+    const prev = parts[i - 1]
     if (prev !== undefined && (bytes.buffer !== prev.buffer || bytes.byteOffset !== prev.byteOffset + prev.length)) contiguous = false
-    prev = bytes
-    layout += `${e.seq}-0 ${bytes.length} `
-  }
-  const first = events[0]?.bytes
-  if (contiguous && first !== undefined && prev !== undefined) {
-    return [layout, Buffer.from(first.buffer, first.byteOffset, prev.byteOffset + prev.length - first.byteOffset)]
-  }
-  return [layout, Buffer.concat(events.map((e) => e.bytes ?? Buffer.from(e.frame, 'utf8')))]
+    layout += `${(events[i] as StoredEvent).seq}-0 ${bytes.length} `
+  })
+  const first = parts[0] as Buffer
+  const last = parts[parts.length - 1] as Buffer
+  return [layout, contiguous ? Buffer.from(first.buffer, first.byteOffset, last.byteOffset + last.length - first.byteOffset) : Buffer.concat(parts)]
 }

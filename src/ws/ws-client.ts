@@ -31,7 +31,7 @@ import type { Socket } from 'node:net'
 import type { WebSocket } from 'ws'
 import { closeCodes, endCloseCodes } from '../errors.js'
 import { END_GRACE_MS, SHUTDOWN_END_GRACE_MS, SendQueue } from '../net/send-queue.js'
-import type { RecordedFrame } from '../session/audience.js'
+import { type RecordedFrame, utf8Bytes } from '../session/audience.js'
 import type { ClientPort, EndReason } from '../session/session.js'
 
 /**
@@ -280,7 +280,7 @@ function batchFrames (frames: readonly RecordedFrame[]): FramedBatch {
   if (frames === lastBatch) return lastFramed
   let total = 0
   for (const f of frames) {
-    const length = f.bytes?.length ?? Buffer.byteLength(f.frame)
+    const length = utf8Bytes(f)
     total += headerBytes(length) + length
   }
   const buf = Buffer.allocUnsafe(total)
