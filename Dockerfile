@@ -44,4 +44,6 @@ HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "/app/docker/healthcheck.mjs"]
 # HOST=0.0.0.0 needs GATEWAY_TOKENS(_FILE) or a JWT key (JWT_SECRET(_FILE)/JWT_PUBLIC_KEY(_FILE)); the gateway refuses to start without one. Prefer the _FILE forms (docker/compose.yaml).
 ENTRYPOINT ["/usr/bin/tini", "--"]
-CMD ["node", "dist/src/server.js"]
+# The same node flags as `npm start` (package.json; test/unit/node-flags.test.ts
+# keeps them equal). Why V8's allocation-site pretenuring is off: docs/PERFORMANCE.md §17.
+CMD ["node", "--no-allocation-site-pretenuring", "dist/src/server.js"]

@@ -10,6 +10,7 @@
 // Both are CLOCK_MONOTONIC on the same machine.
 //
 // Modes: stream | multi | permission | replay | idle | sessions | soak (see each below).
+import { writeFileSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 import WebSocket from 'ws'
 
@@ -208,7 +209,10 @@ async function multi () {
       const i = Number(m[1])
       if (i !== c.expectI) c.disorder++
       c.expectI = i + 1
-      if (c.got < c.lat.length) c.lat[c.got] = (recv - Number(m[2])) / 1e6
+      if (c.got < c.lat.length) {
+        c.lat[c.got] = (recv - Number(m[2])) / 1e6
+        if (c.sent !== undefined) c.sent[c.got] = Number(m[2])
+      }
       c.got++
       return
     }
@@ -226,6 +230,7 @@ async function multi () {
     const lines = turn.spec.lines ?? 0
     for (const c of clients) {
       c.lat = new Float64Array(lines)
+      if (process.env.BENCH_LATENCY_DUMP !== undefined) c.sent = new Float64Array(lines)
       c.got = 0; c.expectI = 0; c.disorder = 0
       c.done = new Promise((resolve) => { c.doneResolve = resolve })
     }
@@ -243,6 +248,12 @@ async function multi () {
     const all = new Float64Array(n)
     let at = 0
     for (const c of clients) { all.set(c.lat.subarray(0, Math.min(c.got, lines)), at); at += Math.min(c.got, lines) }
+    if (process.env.BENCH_LATENCY_DUMP !== undefined) {
+      // Diagnostics: every line's send time (ms since the turn's start), latency (ms) and session index, one row each.
+      const rows = []
+      for (const c of clients) for (let i = 0; i < Math.min(c.got, lines); i++) rows.push(`${((c.sent[i] - start) / 1e6).toFixed(3)} ${c.lat[i].toFixed(3)} ${c.s}`)
+      writeFileSync(`${process.env.BENCH_LATENCY_DUMP}-${process.pid}-${turns.length}.txt`, `# ${start}\n` + rows.join('\n') + '\n')
+    }
     turns.push({
       spec: turn.spec,
       latency_ms: stats(all),

@@ -63,6 +63,25 @@ async function stopProfile () {
   writeFileSync(file, JSON.stringify(profile))
 }
 
+// Diagnostics (BENCH_STALL_DUMP=<file prefix>): GC pauses and event-loop stalls
+// over 6 ms, each with its CLOCK_MONOTONIC start (ns), written at close, to
+// set beside the clients' per-line latencies (BENCH_LATENCY_DUMP).
+const stallDump = process.env.BENCH_STALL_DUMP
+const stalls = []
+if (stallDump !== undefined) {
+  const { PerformanceObserver, performance } = await import('node:perf_hooks')
+  const origin = process.hrtime.bigint() - BigInt(Math.round(performance.now() * 1e6))
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) stalls.push(`gc ${origin + BigInt(Math.round(e.startTime * 1e6))} ${e.duration.toFixed(2)} ${e.detail?.kind ?? e.kind}`)
+  }).observe({ entryTypes: ['gc'] })
+  let last = process.hrtime.bigint()
+  setInterval(() => {
+    const now = process.hrtime.bigint()
+    if (now - last > 6_000_000n) stalls.push(`loop ${last} ${(Number(now - last) / 1e6).toFixed(2)}`)
+    last = now
+  }, 1).unref()
+}
+
 let closing = false
 async function close () {
   if (closing) return
@@ -70,6 +89,7 @@ async function close () {
   const force = setTimeout(() => process.exit(1), config.shutdownGraceMs + 3 * config.cliStopTimeoutMs + 5000)
   force.unref()
   try {
+    if (stallDump !== undefined) writeFileSync(`${stallDump}-${process.pid}.txt`, stalls.join('\n') + '\n')
     await stopProfile()
     await app.close()
   } finally {

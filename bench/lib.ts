@@ -20,6 +20,15 @@ export const LIGHT_CLI = join(BENCH_DIR, 'light-cli.sh')
 export const TOKEN = 'bench-token-0123456789abcdef'
 export const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
 
+/**
+ * The V8 flags `npm start` runs the gateway with (package.json's start
+ * script; the Dockerfile's CMD carries the same, test/unit/node-flags.test.ts
+ * checks it): the gateway and every baseline run with them, so the bench
+ * measures the runtime that is deployed and the sides differ only in code.
+ */
+export const NODE_FLAGS: string[] = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } })
+  .scripts.start.split(/\s+/).filter((a) => a.startsWith('--'))
+
 const children = new Set<ChildProcess>()
 /** Redis key prefixes of gateways not closed yet (cleaned up on interrupt). */
 export const livePrefixes = new Set<string>()
@@ -173,6 +182,7 @@ export async function startGateway (options: GatewayOptions = {}): Promise<Gatew
     SANDBOX: 'none',
     CLI_STOP_TIMEOUT_MS: '1000',
     SHUTDOWN_GRACE_MS: '5000',
+    ...(process.env.BENCH_STALL_DUMP !== undefined ? { BENCH_STALL_DUMP: process.env.BENCH_STALL_DUMP } : {}),
     ...options.env
   }
   if (options.profileDir !== undefined) {
@@ -183,7 +193,7 @@ export async function startGateway (options: GatewayOptions = {}): Promise<Gatew
   const entry = process.env.BENCH_GATEWAY_PROC ?? join(BENCH_DIR, 'gateway-proc.mjs')
   // BENCH_GATEWAY_NODE_ARGS: extra node flags for the gateway (diagnostics, e.g. --trace-gc).
   const extra = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(/\s+/).filter((a) => a !== '')
-  const args = ['--expose-gc', ...extra, entry]
+  const args = ['--expose-gc', ...NODE_FLAGS, ...extra, entry]
   const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
   children.add(child)
   let nextId = 1
@@ -270,7 +280,7 @@ interface HelperProc {
 }
 
 async function startHelper (name: string, args: string[]): Promise<HelperProc> {
-  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] })
+  const child = spawn(process.execPath, [...NODE_FLAGS, ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] })
   children.add(child)
   const lines: Array<(line: string) => void> = []
   createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => lines.shift()?.(line))

@@ -93,7 +93,7 @@ const sizes = {
   sessionsReps: Q ? 1 : 3,
   redisN: Q ? 20_000 : 200_000,
   scaling: Q
-    ? { sessions: [100], rates: [100], clients: [1], seconds: 1, reps: 1, bytes: 512 }
+    ? { sessions: [100], rates: [100], clients: [1], seconds: Number(process.env.BENCH_SCALING_SECONDS ?? 1), reps: Number(process.env.BENCH_SCALING_REPS ?? 1), bytes: 512 }
     : { sessions: [1, 10, 100, 500], rates: [20, 100], clients: [1, 3], seconds: 2.5, reps: 3, bytes: 512 },
   /** Three gateway nodes on one Redis (bench/cluster.ts). */
   cluster: Q ? CLUSTER_QUICK : CLUSTER_FULL
