@@ -243,8 +243,14 @@ export class EventLog {
 
   #drain (): void {
     if (this.#inFlight !== null || this.#pending.length === 0) return
-    const batch = this.#pending
-    this.#pending = []
+    // Taken out by splice, not by swapping in a new `[]`: V8 can decide to
+    // allocate an array literal's objects in the old generation (allocation-
+    // site pretenuring, misled while many sessions start at once), and a
+    // dead old array keeps the young events it held alive through every
+    // scavenge: nearly every relayed line was then promoted, and the
+    // mark-compacts that followed were the 100 × 100 latency tail
+    // (docs/PERFORMANCE.md §17). splice allocates without such a site.
+    const batch = this.#pending.splice(0)
     // Once, for the store and every client (frame-bytes.ts).
     encodeFrames(batch)
     const lease = this.#o.lease?.()

@@ -99,10 +99,10 @@ export class AppendGate<J, R> {
   }
 
   #release (): void {
-    const jobs = this.#jobs
-    const writes = this.#writes
-    this.#jobs = []
-    this.#writes = []
+    // splice, not a fresh `[]` per wave: see EventLog.#drain (an array
+    // literal V8 pretenures keeps the young jobs it held alive until a mark-compact).
+    const jobs = this.#jobs.splice(0)
+    const writes = this.#writes.splice(0)
     const many = jobs.length + writes.length > 1
     const stream = many ? this.#o.stream() : null
     stream?.cork()
