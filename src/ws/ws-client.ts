@@ -226,9 +226,21 @@ interface FramedBatch {
   ends: number[]
 }
 
-/** The last batch framed and its frames, as for single payloads above. */
+/**
+ * The last batch framed and its frames, as for single payloads above; only
+ * until the microtask after it was framed. A broadcast hands the batch to
+ * all its clients synchronously, so none is missed, and the batch's events
+ * and framed bytes are not kept alive after it: kept until the next batch of
+ * any session, they stayed for as long as the node then went quiet
+ * (docs/PERFORMANCE.md §18).
+ */
 let lastBatch: readonly RecordedFrame[] | null = null
 let lastFramed: FramedBatch = { buf: Buffer.alloc(0), ends: [] }
+const NO_BATCH: FramedBatch = lastFramed
+function forgetBatch (): void {
+  lastBatch = null
+  lastFramed = NO_BATCH
+}
 
 /** Bytes of the header of an unmasked frame of `length` payload bytes (RFC 6455 5.2). */
 function headerBytes (length: number): number {
@@ -298,6 +310,7 @@ function batchFrames (frames: readonly RecordedFrame[]): FramedBatch {
     }
     ends[i] = at
   }
+  if (lastBatch === null) queueMicrotask(forgetBatch)
   lastBatch = frames
   lastFramed = { buf, ends }
   return lastFramed

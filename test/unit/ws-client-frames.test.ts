@@ -11,8 +11,13 @@
 import assert from 'node:assert/strict'
 import type { AddressInfo, Socket } from 'node:net'
 import { after, describe, it } from 'node:test'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { WebSocket, WebSocketServer } from 'ws'
 import { WsClient } from '../../src/ws/ws-client.js'
+
+setFlagsFromString('--expose-gc')
+const gc = runInNewContext('gc') as () => void
 
 interface Pair { server: WsClient, client: WebSocket, got: string[], events: string[], closed: Promise<number> }
 
@@ -103,6 +108,26 @@ describe('WsClient frames', () => {
     assert.deepEqual(p.got, all)
     p.server.end('shutting_down', 'done')
     assert.equal(await p.closed, 1012)
+  })
+
+  it('keeps no batch it sent alive: once its broadcast is over, the batch and its events can be collected', async () => {
+    const a = await pair()
+    const b = await pair()
+    // Made and broadcast in a function of its own, so the test holds only a weak reference to it.
+    const ref = ((): WeakRef<object> => {
+      const batch = [1, 2, 3].map((seq) => ({ seq, frame: `{"seq":${seq}}`, bytes: Buffer.from(`{"seq":${seq}}`) }))
+      for (const p of [a, b]) p.server.sendFrames(batch)
+      return new WeakRef(batch)
+    })()
+    // The microtask after the broadcast lets go of the framing cache.
+    await new Promise((resolve) => setImmediate(resolve))
+    gc()
+    const kept = ref.deref() !== undefined
+    for (const p of [a, b]) p.server.end('shutting_down', 'done')
+    await Promise.all([a.closed, b.closed])
+    assert.equal(kept, false, 'the last batch sent is still reachable')
+    assert.deepEqual(a.got, ['{"seq":1}', '{"seq":2}', '{"seq":3}'])
+    assert.deepEqual(b.got, a.got)
   })
 
   for (const deflate of [false, true]) {
