@@ -2,13 +2,16 @@
  * The Redis store's write path for session events: each append becomes one
  * or more chunks of APPEND_SCRIPT (redis-scripts.ts), and on a single Redis
  * the chunks of all sessions go through the node's append gate
- * (append-gate.ts), which merges the appends of a wave into one script call.
- * On a Cluster each session's chunk is its own call: the keys of different
- * sessions lie in different slots, on connections of their own.
+ * (append-gate.ts), which merges the appends of a wave into one script call,
+ * framed here rather than by ioredis (redis-wave.ts). On a Cluster each
+ * session's chunk is its own call: the keys of different sessions lie in
+ * different slots, on connections of their own.
  */
+import { createHash } from 'node:crypto'
 import { Cluster, type Redis } from 'ioredis'
 import { AppendGate } from './append-gate.js'
 import { APPEND_COMMAND, APPEND_SCRIPT, type Append, type AppendAnswer, fenced } from './redis-scripts.js'
+import { type Framed, respArg, respKeys, type WaveArg, WaveCommand } from './redis-wave.js'
 import type { Lease, RetentionOptions, StoredEvent } from './store.js'
 
 /** A script call carries at most this many events, and stops growing past this many frame characters. */
@@ -38,6 +41,7 @@ export interface RedisAppenderConfig {
 
 /** One session's chunk of events for APPEND_SCRIPT: its 5 keys and its 7 arguments (max, TTL flag, epoch, channel, known largest, layout, frames). */
 interface AppendJob {
+  state: SessionState
   keys: string[]
   args: Array<string | number | Buffer>
   events: number
@@ -51,11 +55,19 @@ interface Chunk {
 }
 
 const KEYS_PER_SESSION = 5
+/** Where a job's arguments hold its channel (APPEND_SCRIPT's fourth per session). */
+const CHANNEL_ARG = 3
+/** What EVALSHA names APPEND_SCRIPT by. */
+const APPEND_SHA = createHash('sha1').update(APPEND_SCRIPT).digest('hex')
 
 /** What a node keeps per session it appends to, so an append of one line does not name its keys again. */
 interface SessionState {
   /** The script's 5 keys, in its order. */
   keys: string[]
+  /** The same keys framed as RESP, for merged waves (redis-wave.ts). */
+  resp: Buffer
+  /** The channel argument framed likewise. */
+  channelArg: Framed
   channel: string
   /**
    * The longest frame (bytes) this node has had the stream's largest-frame
@@ -83,7 +95,7 @@ export class RedisAppender {
       ? null
       : new AppendGate({
         stream: () => client.stream ?? null,
-        writeMany: async (jobs) => await this.#appendMany(jobs),
+        writeMany: async (jobs) => await this.#wave(jobs),
         // A merged call holds no more events and characters than one chunk.
         weight: (job) => Math.max(job.chars / APPEND_CHUNK_CHARS, job.events / APPEND_CHUNK_EVENTS),
         maxWeight: 1,
@@ -121,6 +133,7 @@ export class RedisAppender {
     // The TTL check runs once, after the last event.
     const ttl = this.#retention.ttlSecondsAfterEnd > 0
     const jobs = chunks.map((c, i): AppendJob => ({
+      state,
       keys,
       args: [max, ttl && i === chunks.length - 1 ? '1' : '0', epoch, state.channel, known, ...packFrames(c.events)],
       events: c.events.length,
@@ -146,12 +159,13 @@ export class RedisAppender {
     if (state !== undefined) return state
     if (this.#sessions.size >= REMEMBERED_SESSIONS) this.#sessions.clear()
     const k = this.#keys(sessionId)
-    state = { keys: [k.events, k.meta, k.lease, k.followed, k.largest], channel: k.channel, known: 0 }
+    const keys = [k.events, k.meta, k.lease, k.followed, k.largest]
+    state = { keys, resp: respKeys(keys), channel: k.channel, channelArg: respArg(k.channel), known: 0 }
     this.#sessions.set(sessionId, state)
     return state
   }
 
-  /** One script call appending the chunks of one or more sessions; one answer (longest frame, or an error) per chunk. */
+  /** One script call (the defined command) appending the chunks of one or more sessions; one answer (longest frame, or an error) per chunk. */
   async #appendMany (jobs: AppendJob[]): Promise<AppendAnswer[]> {
     const client = this.#client as unknown as Record<typeof APPEND_COMMAND, Append>
     // By hash, so the script text is not sent (and hashed by Redis) every time.
@@ -163,6 +177,26 @@ export class RedisAppender {
       for (const a of job.args) args.push(a)
     }
     return await client[APPEND_COMMAND](keys.length, ...keys, ...args)
+  }
+
+  /**
+   * A wave of the append gate (single Redis only): the appends of one or
+   * more sessions as one script call framed by redis-wave.ts, not argument
+   * by argument by ioredis; a session's keys and channel go as framed when
+   * the node first appended to it. Refused NOSCRIPT (the script not loaded:
+   * a new, restarted or flushed Redis), it goes again through the defined
+   * command, which loads it; the gate sends no other append of these
+   * sessions before this one is answered, so their order holds.
+   */
+  async #wave (jobs: AppendJob[]): Promise<AppendAnswer[]> {
+    const args: WaveArg[] = []
+    for (const job of jobs) job.args.forEach((a, i) => { args.push(i === CHANNEL_ARG ? job.state.channelArg : a) })
+    try {
+      return await this.#client.sendCommand(new WaveCommand(APPEND_SHA, KEYS_PER_SESSION * jobs.length, jobs.map((job) => job.state.resp), args)) as AppendAnswer[]
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.includes('NOSCRIPT')) throw err
+      return await this.#appendMany(jobs)
+    }
   }
 
   /**

@@ -85,4 +85,31 @@ describe('RedisStore: appends of many sessions at once', () => {
     for (const id of ['m0', 'm1', 'm3']) assert.deepEqual(await store.read(id, 0, 10), events(1, 2, id), `${id} written`)
     assert.deepEqual(await store.read('m2', 0, 10), [], 'nothing of the fenced session written')
   })
+
+  it('a merged call to a Redis that lost its scripts (NOSCRIPT) is sent again and writes everything, in order', async () => {
+    const ids = ['f0', 'f1', 'f2']
+    await Promise.all(ids.map(async (id) => { await store.append(id, events(1, 2, id)) }))
+    await Promise.all(ids.map(async (id) => { await store.append(id, events(3, 4, id)) }))
+    // As after a restart without persistence, or SCRIPT FLUSH: the merged calls (EVALSHA) are refused.
+    await redisCommand(server.url, ['SCRIPT', 'FLUSH'])
+    const failed = async (): Promise<number> => {
+      const info = String(await redisCommand(server.url, ['INFO', 'commandstats']))
+      return Number(/cmdstat_evalsha:.*failed_calls=(\d+)/.exec(info)?.[1] ?? 0)
+    }
+    const evals = async (): Promise<number> => {
+      const info = String(await redisCommand(server.url, ['INFO', 'commandstats']))
+      return Number(/cmdstat_eval:calls=(\d+)/.exec(info)?.[1] ?? 0)
+    }
+    const [failedBefore, evalsBefore] = [await failed(), await evals()]
+    await Promise.all(ids.map(async (id) => { await store.append(id, events(5, 7, id)) }))
+    assert.ok(await failed() > failedBefore, 'the merged call was refused (NOSCRIPT)')
+    assert.equal(await evals() - evalsBefore, 1, 'and sent again, loading the script, as one call')
+    for (const id of ids) assert.deepEqual(await store.read(id, 0, 10), events(1, 7, id), `${id} whole and in order`)
+    // Loaded again: the next merged call goes through at once, one call, refused by nobody.
+    const [failedAfter, callsBefore] = [await failed(), await scriptCalls(server.url)]
+    await Promise.all(ids.map(async (id) => { await store.append(id, events(8, 8, id)) }))
+    assert.equal(await scriptCalls(server.url) - callsBefore, 1)
+    assert.equal(await failed(), failedAfter)
+    for (const id of ids) assert.deepEqual((await store.read(id, 7, 10)).map((e) => e.seq), [8])
+  })
 })

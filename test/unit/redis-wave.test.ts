@@ -1,0 +1,47 @@
+/**
+ * A merged append wave framed by the gateway (src/store/redis-wave.ts) must
+ * be, byte for byte, the command ioredis would have written for the same
+ * EVALSHA: whatever the keys and arguments (non-ASCII text, empty strings,
+ * numbers of any size, frames' bytes, arguments framed once beforehand).
+ * Checked against ioredis's own framing of the same command.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import fc from 'fast-check'
+import { Command } from 'ioredis'
+import { respArg, respKeys, type WaveArg, WaveCommand } from '../../src/store/redis-wave.js'
+
+const SHA = 'e0e1f9fabfc9d4800c877a703b823ac0578ff831'
+
+/** What ioredis writes for the command (a string when no argument is a Buffer). */
+function ioredisBytes (args: Array<string | number | Buffer>): Buffer {
+  const written = new Command('evalsha', args).toWritable(undefined as never)
+  return typeof written === 'string' ? Buffer.from(written, 'utf8') : written
+}
+
+const text = fc.oneof(fc.string({ maxLength: 40 }), fc.string({ unit: 'binary', maxLength: 40 }), fc.string({ minLength: 30, maxLength: 300 }))
+const arg: fc.Arbitrary<{ framed: boolean, value: string | number | Buffer }> = fc.oneof(
+  text.map((value) => ({ framed: false, value })),
+  text.map((value) => ({ framed: true, value })),
+  fc.oneof(fc.nat(), fc.integer({ min: -1000, max: -1 }), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.constant(Number.MAX_SAFE_INTEGER)).map((value) => ({ framed: false, value })),
+  fc.uint8Array({ maxLength: 200 }).map((bytes) => ({ framed: false, value: Buffer.from(bytes) }))
+)
+
+test('frames a wave exactly as ioredis frames the same EVALSHA', () => {
+  fc.assert(fc.property(
+    fc.array(fc.tuple(fc.array(text, { minLength: 1, maxLength: 5 }), fc.array(arg, { maxLength: 7 })), { minLength: 1, maxLength: 8 }),
+    (sessions) => {
+      const keys = sessions.flatMap(([k]) => k)
+      const plain: Array<string | number | Buffer> = []
+      const wave: WaveArg[] = []
+      for (const [, args] of sessions) {
+        for (const { framed, value } of args) {
+          plain.push(value)
+          wave.push(framed ? respArg(value as string) : value)
+        }
+      }
+      const ours = new WaveCommand(SHA, keys.length, sessions.map(([k]) => respKeys(k)), wave).toWritable()
+      assert.deepEqual(ours, ioredisBytes([SHA, keys.length, ...keys, ...plain]))
+    }
+  ), { numRuns: 2000 })
+})
