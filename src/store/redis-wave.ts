@@ -25,9 +25,17 @@ export class Framed {
   constructor (readonly resp: Buffer) {}
 }
 
-/** `texts` framed as RESP bulk strings, back to back: a session's keys, framed once. */
+/**
+ * `texts` framed as RESP bulk strings, back to back: a session's keys, framed
+ * once. In a buffer of its own, not a slice of Buffer's shared 8 KiB pool:
+ * kept for as long as the node remembers the session, a pooled slice would
+ * keep the whole slab alive (about 8 KiB per idle session).
+ */
 export function respKeys (texts: readonly string[]): Buffer {
-  return Buffer.from(texts.map((t) => `$${Buffer.byteLength(t)}${CRLF}${t}${CRLF}`).join(''), 'utf8')
+  const resp = texts.map((t) => `$${Buffer.byteLength(t)}${CRLF}${t}${CRLF}`).join('')
+  const out = Buffer.allocUnsafeSlow(Buffer.byteLength(resp))
+  out.write(resp, 0, 'utf8')
+  return out
 }
 
 /** One argument framed once. */

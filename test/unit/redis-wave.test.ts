@@ -45,3 +45,11 @@ test('frames a wave exactly as ioredis frames the same EVALSHA', () => {
     }
   ), { numRuns: 2000 })
 })
+
+test('a session\'s framed keys own their memory: no slice of Buffer\'s shared pool, which a kept slice would keep whole', () => {
+  for (const keys of [['a'], ['cgw:{s}:events', 'cgw:{s}:meta', 'cgw:{s}:lease', 'cgw:{s}:followed', 'cgw:{s}:largest']]) {
+    const framed = respKeys(keys)
+    assert.equal(framed.buffer.byteLength, framed.length)
+    assert.equal(respArg(keys[0] as string).resp.buffer.byteLength, respArg(keys[0] as string).resp.length)
+  }
+})
