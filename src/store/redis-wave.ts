@@ -1,6 +1,7 @@
 /**
- * A merged append wave (append-gate.ts) as one ready-made EVALSHA of
- * APPEND_SCRIPT, its RESP bytes written here instead of by ioredis.
+ * A wave of the append gate (append-gate.ts: one session's append, or many
+ * merged) as one ready-made EVALSHA of APPEND_SCRIPT, its RESP bytes written
+ * here instead of by ioredis.
  *
  * Why: a wave carries 12 arguments per session (its 5 keys, then 7
  * arguments), so 100 sessions appending a line each make a command of 1,200
@@ -20,7 +21,7 @@ import { Command } from 'ioredis'
 
 const CRLF = '\r\n'
 
-/** An argument framed once as a RESP bulk string (`respArg`), written as it is: a session's channel, the node's MAXLEN. */
+/** An argument framed once as a RESP bulk string (`respArg`), written as it is: a session's feed channel. */
 export class Framed {
   constructor (readonly resp: Buffer) {}
 }
