@@ -39,7 +39,7 @@ export class TimedStore implements EventStore {
   }
 
   read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> { return this.#inner.read(sessionId, after, limit, maxBytes) }
-  readRaw (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<RawEvent[]> { return this.#inner.readRaw(sessionId, after, limit, maxBytes) }
+  readRaw (sessionId: string, after: number, limit: number, maxBytes?: number, upTo?: number): Promise<RawEvent[]> { return this.#inner.readRaw(sessionId, after, limit, maxBytes, upTo) }
   firstSeq (sessionId: string): Promise<number | null> { return this.#inner.firstSeq(sessionId) }
   lastSeq (sessionId: string): Promise<number | null> { return this.#inner.lastSeq(sessionId) }
   putSession (record: SessionRecord, lease?: Lease): Promise<void> { return this.#inner.putSession(record, lease) }

@@ -184,7 +184,7 @@ export class EventLog {
 
   /** `read` with each frame as its UTF-8 bytes, as the store holds them (EventStore.readRaw): history pages copy them as they are. */
   async readRaw (after: number, limit: number, upTo = this.#readable(), maxBytes?: number): Promise<RawEvent[]> {
-    return await this.#readWith(after, limit, upTo, maxBytes, (want) => this.#o.store.readRaw(this.#o.sessionId, after, want, maxBytes),
+    return await this.#readWith(after, limit, upTo, maxBytes, (want) => this.#o.store.readRaw(this.#o.sessionId, after, want, maxBytes, upTo),
       (e) => ({ seq: e.seq, frame: Buffer.from(e.frame) }))
   }
 

@@ -82,8 +82,9 @@ export class MemoryStore implements EventStore {
   }
 
   /** Frames are held as strings here, so each is encoded once per read. */
-  async readRaw (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<RawEvent[]> {
-    return (await this.read(sessionId, after, limit, maxBytes)).map((e) => ({ seq: e.seq, frame: Buffer.from(e.frame) }))
+  async readRaw (sessionId: string, after: number, limit: number, maxBytes?: number, upTo = Infinity): Promise<RawEvent[]> {
+    const events = await this.read(sessionId, after, limit, maxBytes)
+    return events.filter((e) => e.seq <= upTo).map((e) => ({ seq: e.seq, frame: Buffer.from(e.frame) }))
   }
 
   async firstSeq (sessionId: string): Promise<number | null> {

@@ -46,6 +46,10 @@ interface AppendJob {
   args: Array<string | number | Buffer>
   events: number
   chars: number
+  /** The chunk's first and last seq, and its longest frame in bytes. */
+  first: number
+  last: number
+  largest: number
 }
 
 /** A chunk's events before they become a job's layout and frames arguments. */
@@ -75,6 +79,16 @@ interface SessionState {
    * one. Only saves work: a session forgotten here is checked.
    */
   known: number
+  /**
+   * Every entry of the stream up to seq `coveredTo` is at most `coveredBy`
+   * bytes (0 and 0: nothing known), so a read no further than that needs no
+   * budget (RedisAppender.bound). Learnt from the mark a call read, or from
+   * this node's own frames when its calls follow on from `coveredTo`.
+   */
+  coveredTo: number
+  coveredBy: number
+  /** The lease epoch of this node's appends; another one forgets the above (another node may have written since). */
+  epoch: string
 }
 
 export class RedisAppender {
@@ -112,9 +126,14 @@ export class RedisAppender {
       if (!Number.isSafeInteger(e.seq)) throw new TypeError(`seq must be an integer, got ${e.seq}`)
     }
     const state = this.#state(sessionId)
-    const { keys, known } = state
     const max = this.#retention.maxEventsPerSession
     const epoch = lease === undefined ? '' : String(lease.epoch)
+    if (epoch !== state.epoch) {
+      // Under a lease taken anew, others may have written the stream since: read the mark again.
+      state.epoch = epoch
+      state.known = state.coveredTo = state.coveredBy = 0
+    }
+    const { keys, known } = state
     // One script call per chunk (usually one per batch) instead of one XADD
     // per event plus the TTL checks: the same commands run inside Redis,
     // without a command, a reply and a client-side object per event.
@@ -132,13 +151,19 @@ export class RedisAppender {
     if (chunk !== null) chunks.push(chunk)
     // The TTL check runs once, after the last event.
     const ttl = this.#retention.ttlSecondsAfterEnd > 0
-    const jobs = chunks.map((c, i): AppendJob => ({
-      state,
-      keys,
-      args: [max, ttl && i === chunks.length - 1 ? '1' : '0', epoch, state.channel, known, ...packFrames(c.events)],
-      events: c.events.length,
-      chars: c.chars
-    }))
+    const jobs = chunks.map((c, i): AppendJob => {
+      const { layout, frames, largest } = packFrames(c.events)
+      return {
+        state,
+        keys,
+        args: [max, ttl && i === chunks.length - 1 ? '1' : '0', epoch, state.channel, known, layout, frames],
+        events: c.events.length,
+        chars: c.chars,
+        first: (c.events[0] as StoredEvent).seq,
+        last: (c.events[c.events.length - 1] as StoredEvent).seq,
+        largest
+      }
+    })
     let outcome: AppendAnswer[]
     if (jobs.length === 1) {
       const only = jobs[0] as AppendJob
@@ -150,7 +175,18 @@ export class RedisAppender {
     }
     const failed = outcome.find((r) => typeof r !== 'number')
     if (failed !== undefined) throw fenced(sessionId, new Error(String(failed)))
-    for (const r of outcome) if ((r as number) > state.known) state.known = r as number
+    outcome.forEach((r, i) => { learn(jobs[i] as AppendJob, known, r as number) })
+  }
+
+  /**
+   * The longest any frame of the session's stream with seq <= `upTo` can be,
+   * as far as this node knows for sure; Infinity when it does not. A read
+   * ending at `upTo` whose count times this fits its budget needs no script
+   * to keep to it (RedisStore.readRaw).
+   */
+  bound (sessionId: string, upTo: number): number {
+    const state = this.#sessions.get(sessionId)
+    return state !== undefined && state.coveredBy > 0 && upTo <= state.coveredTo ? state.coveredBy : Infinity
   }
 
   /** The session's keys and mark as this node remembers them; made (and remembered) on its first append here. */
@@ -160,7 +196,7 @@ export class RedisAppender {
     if (this.#sessions.size >= REMEMBERED_SESSIONS) this.#sessions.clear()
     const k = this.#keys(sessionId)
     const keys = [k.events, k.meta, k.lease, k.followed, k.largest]
-    state = { keys, resp: respKeys(keys), channel: k.channel, channelArg: respArg(k.channel), known: 0 }
+    state = { keys, resp: respKeys(keys), channel: k.channel, channelArg: respArg(k.channel), known: 0, coveredTo: 0, coveredBy: 0, epoch: '' }
     this.#sessions.set(sessionId, state)
     return state
   }
@@ -220,17 +256,40 @@ export class RedisAppender {
  * in one batch (frame-bytes.ts) lie back to back in one buffer already, and
  * are sent as a view of it, uncopied; others are joined (and encoded).
  */
-function packFrames (events: StoredEvent[]): [layout: string, frames: Buffer] {
+function packFrames (events: StoredEvent[]): { layout: string, frames: Buffer, largest: number } {
   // Each frame's bytes, encoded here (once) only for events that come without.
   const parts = events.map((e) => e.bytes ?? Buffer.from(e.frame, 'utf8'))
   let layout = ''
   let contiguous = true
+  let largest = 0
   parts.forEach((bytes, i) => {
     const prev = parts[i - 1]
     if (prev !== undefined && (bytes.buffer !== prev.buffer || bytes.byteOffset !== prev.byteOffset + prev.length)) contiguous = false
+    if (bytes.length > largest) largest = bytes.length
     layout += `${(events[i] as StoredEvent).seq}-0 ${bytes.length} `
   })
   const first = parts[0] as Buffer
   const last = parts[parts.length - 1] as Buffer
-  return [layout, contiguous ? Buffer.from(first.buffer, first.byteOffset, last.byteOffset + last.length - first.byteOffset) : Buffer.concat(parts)]
+  const frames = contiguous ? Buffer.from(first.buffer, first.byteOffset, last.byteOffset + last.length - first.byteOffset) : Buffer.concat(parts)
+  return { layout, frames, largest }
+}
+
+/**
+ * What a written chunk teaches its session's state (APPEND_SCRIPT's answer,
+ * `known` as the call was given it). A call that read the mark answers it:
+ * it bounds every entry up to the chunk's last seq. Otherwise the chunk's
+ * own frames extend what is covered only when it follows on from it (a seq
+ * at most one past it): entries in between could be anyone's.
+ */
+function learn (job: AppendJob, known: number, answer: number): void {
+  const state = job.state
+  const read = job.largest > known && answer >= 0
+  if (Math.abs(answer) > state.known) state.known = Math.abs(answer)
+  if (read) {
+    if (job.last > state.coveredTo) state.coveredTo = job.last
+    if (answer > state.coveredBy) state.coveredBy = answer
+  } else if (job.first <= state.coveredTo + 1 && state.coveredTo + state.coveredBy > 0) {
+    if (job.last > state.coveredTo) state.coveredTo = job.last
+    if (job.largest > state.coveredBy) state.coveredBy = job.largest
+  }
 }

@@ -38,7 +38,7 @@ function clientOptions (commandTimeoutMs: number): RedisOptions {
     // would hold each one to the end of the event-loop turn (setImmediate)
     // behind a pipeline object, costing latency and GC time per relayed batch
     // or page (a page's reply is also collected through the pipeline's result).
-    autoPipeliningIgnoredCommands: ['evalsha', 'eval', APPEND_COMMAND, READ_COMMAND],
+    autoPipeliningIgnoredCommands: ['evalsha', 'eval', 'xrange', APPEND_COMMAND, READ_COMMAND],
     enableOfflineQueue: true,
     maxRetriesPerRequest: 1,
     commandTimeout: commandTimeoutMs,

@@ -27,9 +27,13 @@ import { FencedError } from './store.js'
  * arguments; cutting the string in Lua costs what Redis spent making an
  * argument string per frame before.
  *
- * Answers one entry per session: the byte length of its longest frame in
- * this call when its events are written, else the error (a string) that
- * stopped its writing (other sessions of the call are unaffected).
+ * Answers one entry per session, when its events are written: the mark
+ * after the call if the call read it, else the byte length of its longest
+ * frame in this call (never above what the caller says the mark covers), or
+ * that length negated when the stream exists without a mark (nothing bounds
+ * its older entries). Else the error (a string) that stopped its writing
+ * (other sessions of the call are unaffected). A mark the call read bounds
+ * every entry up to the call's last id, then and later: ids only grow.
  *
  * - Fencing: with an epoch, nothing of that session is written unless its
  *   lease hash holds that epoch (`FENCED`): a node whose lease lapsed or was
@@ -71,12 +75,16 @@ for s = 0, #KEYS / 5 - 1 do
       sizes[n] = size
       if size > largest then largest = size end
     end
+    local answer = largest
     if largest > known then
       local current = redis.call('GET', mark)
       if current then
-        if largest > tonumber(current) then redis.call('SET', mark, largest, 'KEEPTTL') end
+        current = tonumber(current)
+        if largest > current then redis.call('SET', mark, largest, 'KEEPTTL') else answer = current end
       elseif redis.call('EXISTS', stream) == 0 then
         redis.call('SET', mark, largest)
+      else
+        answer = -largest
       end
     end
     local published = nil
@@ -96,7 +104,7 @@ for s = 0, #KEYS / 5 - 1 do
       end
     end
     if result == 0 then
-      result = largest
+      result = answer
       if ttl == '1' and redis.call('PTTL', stream) == -1 then
         local left = redis.call('PTTL', record)
         if left > 0 then
@@ -114,7 +122,7 @@ end
 return results`
 /** APPEND_SCRIPT as an ioredis command: EVALSHA, and EVAL on NOSCRIPT, by ioredis. */
 export const APPEND_COMMAND = 'cgwAppend'
-/** The number of keys (5 per session), the keys, then each session's 7 arguments; one answer per session: its longest frame's bytes, or an error. */
+/** The number of keys (5 per session), the keys, then each session's 7 arguments; one answer per session: the mark it read or its longest frame's bytes (negated: no mark), or an error. */
 export type Append = (numKeys: number, ...args: Array<string | number | Buffer>) => Promise<AppendAnswer[]>
 /** APPEND_SCRIPT's answer for one session: the byte length of its longest frame in the call when written, else the error that stopped it. */
 export type AppendAnswer = number | string

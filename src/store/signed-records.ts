@@ -54,7 +54,7 @@ export class SignedStore implements EventStore {
 
   append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> { return this.#inner.append(sessionId, events, lease) }
   read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> { return this.#inner.read(sessionId, after, limit, maxBytes) }
-  readRaw (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<RawEvent[]> { return this.#inner.readRaw(sessionId, after, limit, maxBytes) }
+  readRaw (sessionId: string, after: number, limit: number, maxBytes?: number, upTo?: number): Promise<RawEvent[]> { return this.#inner.readRaw(sessionId, after, limit, maxBytes, upTo) }
   firstSeq (sessionId: string): Promise<number | null> { return this.#inner.firstSeq(sessionId) }
   lastSeq (sessionId: string): Promise<number | null> { return this.#inner.lastSeq(sessionId) }
   ping (): Promise<void> { return this.#inner.ping() }

@@ -201,9 +201,11 @@ export interface EventStore {
   /**
    * `read` with each frame as its UTF-8 bytes, never decoded: the same events
    * (order, limit, budget), byte-identical to the text appended. History pages
-   * are assembled from these without a string per frame.
+   * are assembled from these without a string per frame. With `upTo`, none
+   * past that seq: the caller's bound lets a store that knows every frame up
+   * to it fits the budget skip measuring them.
    */
-  readRaw(sessionId: string, after: number, limit: number, maxBytes?: number): Promise<RawEvent[]>
+  readRaw(sessionId: string, after: number, limit: number, maxBytes?: number, upTo?: number): Promise<RawEvent[]>
   /** Oldest seq still held (after trimming), or null when the log is empty. */
   firstSeq(sessionId: string): Promise<number | null>
   /** Newest seq held, or null when the log is empty: where a loaded session continues, in one round trip. */

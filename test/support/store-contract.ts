@@ -170,6 +170,23 @@ export function storeContract (
       assert.deepEqual(await store.readRaw('other', 0, 100, 1000), [])
     })
 
+    it('readRaw up to a seq gives none past it, with or without a budget', async () => {
+      const store = await make()
+      const stored = events(1, 8)
+      await store.append('s1', stored)
+      const seqs = async (after: number, limit: number, maxBytes: number | undefined, upTo: number): Promise<number[]> =>
+        (await store.readRaw('s1', after, limit, maxBytes, upTo)).map((e) => e.seq)
+      assert.deepEqual(await seqs(0, 100, undefined, 5), [1, 2, 3, 4, 5])
+      assert.deepEqual(await seqs(0, 100, 100_000, 5), [1, 2, 3, 4, 5])
+      assert.deepEqual(await seqs(2, 2, 100_000, 5), [3, 4])
+      assert.deepEqual(await seqs(5, 100, 100_000, 5), [])
+      // The budget still cuts: three frames' bytes.
+      const three = stored.slice(0, 3).reduce((sum, e) => sum + Buffer.byteLength(e.frame), 0)
+      assert.deepEqual(await seqs(0, 100, three, 8), [1, 2, 3])
+      const raw = await store.readRaw('s1', 0, 100, 100_000, 8)
+      assert.deepEqual(raw.map((e) => e.frame.toString('utf8')), stored.map((e) => e.frame))
+    })
+
     it('re-appending held seqs is a no-op (no duplicates)', async () => {
       const store = await make()
       await store.append('s1', events(1, 5))
