@@ -4,8 +4,8 @@
  * the chunks of all sessions go through the node's append gate
  * (append-gate.ts), which merges the appends of a wave into one script call,
  * framed here rather than by ioredis (redis-wave.ts). On a Cluster each
- * session's chunk is its own call: the keys of different sessions lie in
- * different slots, on connections of their own.
+ * session's chunk is its own call, framed likewise: the keys of different
+ * sessions lie in different slots, on connections of their own.
  */
 import { createHash } from 'node:crypto'
 import { Cluster, type Redis } from 'ioredis'
@@ -39,7 +39,7 @@ export interface RedisAppenderConfig {
   keys: (sessionId: string) => SessionKeys
 }
 
-/** One session's chunk of events for APPEND_SCRIPT: its 5 keys and its 7 arguments (max, TTL flag, epoch, channel, known largest, layout, frames). */
+/** One session's chunk of events for APPEND_SCRIPT: its 5 keys and its arguments (max, TTL flag, epoch, channel, known largest, largest, count, then an id and a frame per event). */
 interface AppendJob {
   state: SessionState
   keys: string[]
@@ -52,15 +52,16 @@ interface AppendJob {
   largest: number
 }
 
-/** A chunk's events before they become a job's layout and frames arguments. */
+/** A chunk's events before they become a job's arguments. */
 interface Chunk {
   events: StoredEvent[]
   chars: number
 }
 
 const KEYS_PER_SESSION = 5
-/** Where a job's arguments hold its channel (APPEND_SCRIPT's fourth per session). */
+/** Where a job's arguments hold its channel and its longest frame (APPEND_SCRIPT's fourth and sixth per session). */
 const CHANNEL_ARG = 3
+const LARGEST_ARG = 5
 /** What EVALSHA names APPEND_SCRIPT by. */
 const APPEND_SHA = createHash('sha1').update(APPEND_SCRIPT).digest('hex')
 
@@ -152,11 +153,13 @@ export class RedisAppender {
     // The TTL check runs once, after the last event.
     const ttl = this.#retention.ttlSecondsAfterEnd > 0
     const jobs = chunks.map((c, i): AppendJob => {
-      const { layout, frames, largest } = packFrames(c.events)
+      const args: Array<string | number | Buffer> = [max, ttl && i === chunks.length - 1 ? '1' : '0', epoch, state.channel, known, 0, c.events.length]
+      const largest = pushFrames(args, c.events)
+      args[LARGEST_ARG] = largest
       return {
         state,
         keys,
-        args: [max, ttl && i === chunks.length - 1 ? '1' : '0', epoch, state.channel, known, layout, frames],
+        args,
         events: c.events.length,
         chars: c.chars,
         first: (c.events[0] as StoredEvent).seq,
@@ -168,7 +171,7 @@ export class RedisAppender {
     if (jobs.length === 1) {
       const only = jobs[0] as AppendJob
       // Merged with other sessions' appends of the same wave on a single Redis.
-      outcome = this.#gate === null ? await this.#appendMany([only]) : [await this.#gate.submit(only)]
+      outcome = this.#gate === null ? await this.#wave([only]) : [await this.#gate.submit(only)]
     } else {
       const write = async (): Promise<AppendAnswer[]> => await this.#pipelined(jobs)
       outcome = await (this.#gate === null ? write() : this.#gate.run(write))
@@ -216,62 +219,73 @@ export class RedisAppender {
   }
 
   /**
-   * A wave of the append gate (single Redis only): the appends of one or
-   * more sessions as one script call framed by redis-wave.ts, not argument
-   * by argument by ioredis; a session's keys and channel go as framed when
-   * the node first appended to it. Refused NOSCRIPT (the script not loaded:
-   * a new, restarted or flushed Redis), it goes again through the defined
-   * command, which loads it; the gate sends no other append of these
-   * sessions before this one is answered, so their order holds.
+   * A wave of the append gate (or, on a Cluster, one session's chunk): the
+   * appends of one or more sessions as one script call framed by
+   * redis-wave.ts, not argument by argument by ioredis; a session's keys and
+   * channel go as framed when the node first appended to it. Refused
+   * NOSCRIPT (the script not loaded: a new, restarted or flushed Redis), it
+   * goes again through the defined command, which loads it; the gate sends
+   * no other append of these sessions before this one is answered, so their
+   * order holds.
    */
   async #wave (jobs: AppendJob[]): Promise<AppendAnswer[]> {
-    const args: WaveArg[] = []
-    for (const job of jobs) job.args.forEach((a, i) => { args.push(i === CHANNEL_ARG ? job.state.channelArg : a) })
     try {
-      return await this.#client.sendCommand(new WaveCommand(APPEND_SHA, KEYS_PER_SESSION * jobs.length, jobs.map((job) => job.state.resp), args)) as AppendAnswer[]
+      return await this.#framed(jobs)
     } catch (err) {
-      if (!(err instanceof Error) || !err.message.includes('NOSCRIPT')) throw err
+      if (!noScript(err)) throw err
       return await this.#appendMany(jobs)
     }
+  }
+
+  /** The jobs as one EVALSHA framed here, issued synchronously at the call. */
+  async #framed (jobs: AppendJob[]): Promise<AppendAnswer[]> {
+    const args: WaveArg[] = []
+    for (const job of jobs) job.args.forEach((a, i) => { args.push(i === CHANNEL_ARG ? job.state.channelArg : a) })
+    // Merged jobs come only on a single Redis; a Cluster routes one session's call by its stream key.
+    const command = new WaveCommand(APPEND_SHA, KEYS_PER_SESSION * jobs.length, jobs.map((job) => job.state.resp), args, (jobs[0] as AppendJob).keys[0])
+    return await this.#client.sendCommand(command) as AppendAnswer[]
   }
 
   /**
    * A large batch of one session: its chunks as script calls issued in the
    * same tick (on a single Redis inside the gate's corked wave, so written
-   * together), answered in order on the one connection. Not a pipeline
-   * object: ioredis would prepare a pipeline of defined commands with SCRIPT
-   * EXISTS / SCRIPT LOAD, which the store's ACL user may not run
-   * (docker/redis), and plain EVAL would send and hash the script text per
-   * chunk. A NOSCRIPT answer (the script cache flushed) is retried by ioredis
-   * as EVAL when that answer arrives, so the retries go out in order too.
+   * together), answered in order on the one connection. Chunks refused
+   * NOSCRIPT go again through the defined command one after another, each
+   * once the one before is answered: written back to back, the refusals
+   * are all of them from the first on, and sent together again, an EVAL
+   * loading the script in between could let a later chunk be written
+   * before an earlier one (whose events would then be skipped as held).
    */
   async #pipelined (jobs: AppendJob[]): Promise<AppendAnswer[]> {
-    return await Promise.all(jobs.map(async (job) => (await this.#appendMany([job]))[0] as AppendAnswer))
+    const settled = await Promise.allSettled(jobs.map(async (job) => await this.#framed([job])))
+    const out: AppendAnswer[] = []
+    for (const [i, s] of settled.entries()) {
+      if (s.status === 'fulfilled') out.push(s.value[0] as AppendAnswer)
+      else if (noScript(s.reason)) out.push((await this.#appendMany([jobs[i] as AppendJob]))[0] as AppendAnswer)
+      else throw s.reason
+    }
+    return out
   }
 }
 
+function noScript (err: unknown): boolean {
+  return err instanceof Error && err.message.includes('NOSCRIPT')
+}
+
 /**
- * APPEND_SCRIPT's layout and frames arguments for a chunk: `<id> <bytes>`
- * per event, and the frames' bytes back to back. Events a session encoded
- * in one batch (frame-bytes.ts) lie back to back in one buffer already, and
- * are sent as a view of it, uncopied; others are joined (and encoded).
+ * Appends a chunk's id and frame arguments to `args`; returns its longest
+ * frame in bytes. Events a session encoded in one batch (frame-bytes.ts)
+ * bring their bytes, views of the batch's buffer, sent as they are; others
+ * are encoded here.
  */
-function packFrames (events: StoredEvent[]): { layout: string, frames: Buffer, largest: number } {
-  // Each frame's bytes, encoded here (once) only for events that come without.
-  const parts = events.map((e) => e.bytes ?? Buffer.from(e.frame, 'utf8'))
-  let layout = ''
-  let contiguous = true
+function pushFrames (args: Array<string | number | Buffer>, events: StoredEvent[]): number {
   let largest = 0
-  parts.forEach((bytes, i) => {
-    const prev = parts[i - 1]
-    if (prev !== undefined && (bytes.buffer !== prev.buffer || bytes.byteOffset !== prev.byteOffset + prev.length)) contiguous = false
+  for (const e of events) {
+    const bytes = e.bytes ?? Buffer.from(e.frame, 'utf8')
     if (bytes.length > largest) largest = bytes.length
-    layout += `${(events[i] as StoredEvent).seq}-0 ${bytes.length} `
-  })
-  const first = parts[0] as Buffer
-  const last = parts[parts.length - 1] as Buffer
-  const frames = contiguous ? Buffer.from(first.buffer, first.byteOffset, last.byteOffset + last.length - first.byteOffset) : Buffer.concat(parts)
-  return { layout, frames, largest }
+    args.push(`${e.seq}-0`, bytes)
+  }
+  return largest
 }
 
 /**

@@ -12,20 +12,20 @@ import { FencedError } from './store.js'
  * Appends to the streams of one or more sessions in one call (a wave of the
  * node's append gate, append-gate.ts, or one session's chunk). KEYS hold 5
  * keys per session: the stream, the record, the lease hash, the followed
- * flag and the largest-frame mark. ARGV holds 7 arguments per session, in
- * the same order: MAXLEN, the TTL flag, the lease epoch, the feed channel,
- * the largest frame the caller knows the mark covers, the layout and the
- * frames. The frames are one string, the events' frames back to back; the
- * layout says how to cut it, `<id> <bytes>` per event, space-separated. Each
- * event is written as `XADD stream MAXLEN ~ max <id> f <frame>`. An id that
- * is not above the stream's last id (the error Redis gives for a seq already
- * held) is skipped.
+ * flag and the largest-frame mark. ARGV holds per session, in the same
+ * order: MAXLEN, the TTL flag, the lease epoch, the feed channel, the largest
+ * frame the caller knows the mark covers, the byte length of the call's
+ * longest frame, the number of events n, then n pairs of an entry id
+ * (`<seq>-0`) and its frame. Each event is written as
+ * `XADD stream MAXLEN ~ max <id> f <frame>`. An id that is not above the
+ * stream's last id (the error Redis gives for a seq already held) is skipped.
  *
- * The frames travel as one argument so that a call of hundreds of events is
- * a few arguments on both sides: the client writes the batch's bytes as they
- * are, with no per-event header to format, and Redis parses a handful of
- * arguments; cutting the string in Lua costs what Redis spent making an
- * argument string per frame before.
+ * Each id and frame is its own argument, as Redis hands them to Lua: the
+ * cheapest shape for Redis (docs/PERFORMANCE.md §20). Cutting one string of
+ * back-to-back frames by a text layout cost Redis about 0.65 µs more per
+ * event, a third of it matching the layout and the rest making each frame's
+ * string in Lua; the client side frames its arguments itself
+ * (redis-wave.ts), so their number costs it little.
  *
  * Answers one entry per session, when its events are written: the mark
  * after the call if the call read it, else the byte length of its longest
@@ -61,20 +61,13 @@ export const APPEND_SCRIPT = `local results = {}
 local a = 1
 for s = 0, #KEYS / 5 - 1 do
   local stream, record, lease, followed, mark = KEYS[5 * s + 1], KEYS[5 * s + 2], KEYS[5 * s + 3], KEYS[5 * s + 4], KEYS[5 * s + 5]
-  local max, ttl, epoch, channel, known, layout, frames = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4]), ARGV[a + 5], ARGV[a + 6]
-  a = a + 7
+  local max, ttl, epoch, channel, known, largest, n = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+  local first = a + 7
+  a = first + 2 * n
   local result = 0
   if epoch ~= '' and redis.call('HGET', lease, 'epoch') ~= epoch then
     result = 'FENCED lease epoch ' .. epoch .. ' is not current'
   else
-    local ids, sizes, n, largest = {}, {}, 0, 0
-    for id, size in string.gmatch(layout, '(%S+) (%d+)') do
-      n = n + 1
-      ids[n] = id
-      size = tonumber(size)
-      sizes[n] = size
-      if size > largest then largest = size end
-    end
     local answer = largest
     if largest > known then
       local current = redis.call('GET', mark)
@@ -89,18 +82,15 @@ for s = 0, #KEYS / 5 - 1 do
     end
     local published = nil
     if redis.call('EXISTS', followed) == 1 then published = {} end
-    local at = 1
-    for i = 1, n do
-      local frame = string.sub(frames, at, at + sizes[i] - 1)
-      at = at + sizes[i]
-      local r = redis.pcall('XADD', stream, 'MAXLEN', '~', max, ids[i], 'f', frame)
+    for i = first, a - 1, 2 do
+      local r = redis.pcall('XADD', stream, 'MAXLEN', '~', max, ARGV[i], 'f', ARGV[i + 1])
       if type(r) == 'table' and r.err ~= nil and not string.find(r.err, 'equal or smaller than the target stream top item', 1, true) then
         result = r.err
         break
       end
       if published then
-        published[2 * i - 1] = ids[i]
-        published[2 * i] = frame
+        published[i - first + 1] = ARGV[i]
+        published[i - first + 2] = ARGV[i + 1]
       end
     end
     if result == 0 then
@@ -122,9 +112,9 @@ end
 return results`
 /** APPEND_SCRIPT as an ioredis command: EVALSHA, and EVAL on NOSCRIPT, by ioredis. */
 export const APPEND_COMMAND = 'cgwAppend'
-/** The number of keys (5 per session), the keys, then each session's 7 arguments; one answer per session: the mark it read or its longest frame's bytes (negated: no mark), or an error. */
+/** The number of keys (5 per session), the keys, then each session's arguments (7, then an id and a frame per event); one answer per session: the mark it read or its longest frame's bytes (negated: no mark), or an error. */
 export type Append = (numKeys: number, ...args: Array<string | number | Buffer>) => Promise<AppendAnswer[]>
-/** APPEND_SCRIPT's answer for one session: the byte length of its longest frame in the call when written, else the error that stopped it. */
+/** APPEND_SCRIPT's answer for one session: the mark or the longest frame's bytes (see APPEND_SCRIPT) when written, else the error that stopped it. */
 export type AppendAnswer = number | string
 
 /**

@@ -3,15 +3,18 @@
  * merged) as one ready-made EVALSHA of APPEND_SCRIPT, its RESP bytes written
  * here instead of by ioredis.
  *
- * Why: a wave carries 12 arguments per session (its 5 keys, then 7
- * arguments), so 100 sessions appending a line each make a command of 1,200
- * arguments, and ioredis frames each one (length scans, string
+ * Why: a wave carries 14 arguments per session appending one event (its 5
+ * keys, 7 arguments, an id and a frame), so 100 sessions appending a line
+ * each make a command of 1,400 arguments, and ioredis frames each one (length scans, string
  * concatenations, a part per piece, then a join): about 5 µs per session,
  * a tenth of the gateway's CPU at 100 sessions × 100 lines/s. Here the keys
  * of a session are framed once, when the node first appends to it
  * (`respKeys`), and a wave is measured and written into one buffer: a copy
  * per session of its keys and frames, a few bytes for the rest
  * (docs/PERFORMANCE.md §18).
+ *
+ * On a Cluster a session's chunk goes the same way, routed by one of its
+ * keys (its keys share a slot; sessions are not merged there).
  *
  * The command is EVALSHA only. On a Redis that does not hold the script
  * (new, restarted, flushed) it is refused with NOSCRIPT, and the caller
@@ -46,13 +49,24 @@ export function respArg (text: string): Framed {
 
 export type WaveArg = string | number | Buffer | Framed
 
-/** EVALSHA `sha` with the keys given framed (`respKeys`, `numKeys` in all) and then `args`, as one RESP command. */
+/**
+ * EVALSHA `sha` with the keys given framed (`respKeys`, `numKeys` in all)
+ * and then `args`, as one RESP command. `slotKey`: one of its keys as text,
+ * by which a Cluster routes it (all its keys lie in that key's slot).
+ */
 export class WaveCommand extends Command {
   readonly #resp: Buffer
+  readonly #slotKey: string | undefined
 
-  constructor (sha: string, numKeys: number, keys: readonly Buffer[], args: readonly WaveArg[]) {
+  constructor (sha: string, numKeys: number, keys: readonly Buffer[], args: readonly WaveArg[], slotKey?: string) {
     super('evalsha', [])
     this.#resp = frame(sha, numKeys, keys, args)
+    this.#slotKey = slotKey
+  }
+
+  /** What a Cluster computes the command's slot from (the arguments ioredis would scan are framed already). */
+  override getKeys (): string[] {
+    return this.#slotKey === undefined ? [] : [this.#slotKey]
   }
 
   /** What ioredis writes to the socket (each time it sends the command, resends after a reconnect included). */

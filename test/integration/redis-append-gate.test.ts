@@ -112,4 +112,20 @@ describe('RedisStore: appends of many sessions at once', () => {
     assert.equal(await failed(), failedAfter)
     for (const id of ids) assert.deepEqual((await store.read(id, 7, 10)).map((e) => e.seq), [8])
   })
+
+  it('a batch of several script calls refused NOSCRIPT is sent again call by call, in order, beside other sessions\' appends', async () => {
+    await store.append('big', events(1, 1, 'big'))
+    await redisCommand(server.url, ['SCRIPT', 'FLUSH'])
+    // 1,600 events: four calls of one session (500 a call), written back to back, while two other sessions' appends share the wave.
+    const batch = events(2, 1601, 'big')
+    await Promise.all([
+      store.append('big', batch),
+      store.append('small0', events(1, 3, 'small0')),
+      store.append('small1', events(1, 3, 'small1'))
+    ])
+    const stored = await store.read('big', 0, 2000)
+    assert.equal(stored.length, 1601, 'every event stored, none skipped as held')
+    assert.deepEqual(stored, events(1, 1601, 'big'))
+    for (const id of ['small0', 'small1']) assert.deepEqual(await store.read(id, 0, 10), events(1, 3, id))
+  })
 })

@@ -53,3 +53,12 @@ test('a session\'s framed keys own their memory: no slice of Buffer\'s shared po
     assert.equal(respArg(keys[0] as string).resp.buffer.byteLength, respArg(keys[0] as string).resp.length)
   }
 })
+
+test('a wave given a key is routed by a Cluster to that key\'s slot, as ioredis routes the same EVALSHA', () => {
+  for (const key of ['cgw:{abc}:events', 'cgw:{9f1c2e}:events', 'plain-key']) {
+    const wave = new WaveCommand('0'.repeat(40), 5, [respKeys([key, 'cgw:{abc}:meta'])], [1], key)
+    assert.equal(wave.getSlot(), new Command('evalsha', ['0'.repeat(40), 1, key, 1]).getSlot(), key)
+  }
+  // Without one (merged waves, single Redis only): no key to route by.
+  assert.equal(new WaveCommand('0'.repeat(40), 0, [], [1]).getSlot(), null)
+})
