@@ -96,11 +96,25 @@ export class CliPlan {
       : { command: launcher, args: [cwd, configDir ?? '', '--', this.#o.claudeBin, ...args], cwd, env, sessionId: record.id }
   }
 
-  /** The tenant's root as configured and as its real path, and the session's folder (real path when it exists). */
+  /**
+   * The tenant's root as configured and as its real path, and the session's
+   * folder (real path when it exists), resolved when first read: the real
+   * paths cost synchronous file-system calls (an lstat per path component),
+   * and most checks never read them (a plain allow or deny of a prompt: every
+   * answer asked for the scope, about 30 µs of the event loop each).
+   */
   policyScope (record: SessionRecord, options: SessionOptions): PolicyScope {
-    const root = resolve(this.#o.workspaceRoot, record.tenant)
-    const real = (path: string): string => { try { return realpathSync(path) } catch { return path } }
-    const roots = [...new Set([root, real(root)])]
-    return { roots, cwd: real(resolve(root, options.cwd ?? record.id)) }
+    let resolved: PolicyScope | undefined
+    const now = (): PolicyScope => {
+      if (resolved !== undefined) return resolved
+      const root = resolve(this.#o.workspaceRoot, record.tenant)
+      const real = (path: string): string => { try { return realpathSync(path) } catch { return path } }
+      resolved = { roots: [...new Set([root, real(root)])], cwd: real(resolve(root, options.cwd ?? record.id)) }
+      return resolved
+    }
+    return {
+      get roots () { return now().roots },
+      get cwd () { return now().cwd }
+    }
   }
 }

@@ -198,6 +198,23 @@ describe('answers to CLI requests', () => {
     assert.deepEqual(h.take(), [])
     assert.equal(h.plane.answer('r1', { subtype: 'success', response: { behavior: 'allow' } }, 'x').ok, true)
   })
+
+  it('a plain allow or deny reads nothing of the session\'s scope (its real paths cost file-system calls); a grant of directories does', () => {
+    let reads = 0
+    const counted: PolicyScope = { get roots () { reads++; return scope.roots }, get cwd () { reads++; return scope.cwd } }
+    const h = harness({ policyScope: () => counted })
+    cliAsk(h, 'r1', bashPrompt, 1)
+    assert.equal(h.plane.answer('r1', { subtype: 'success', response: { behavior: 'allow' } }, 'x').ok, true)
+    cliAsk(h, 'r2', bashPrompt, 2)
+    assert.equal(h.plane.answer('r2', { subtype: 'success', response: { behavior: 'deny', message: 'no' } }, 'x').ok, true)
+    assert.equal(reads, 0)
+    cliAsk(h, 'r3', bashPrompt, 3)
+    const grant = (dir: string): Record<string, unknown> => ({ behavior: 'allow', updatedPermissions: [{ type: 'addDirectories', directories: [dir], destination: 'session' }] })
+    const outside = h.plane.answer('r3', { subtype: 'success', response: grant('/etc') }, 'x')
+    assert.equal(!outside.ok && outside.code, 'permission_update_not_allowed')
+    assert.ok(reads > 0, 'the directory was checked against the scope')
+    assert.equal(h.plane.answer('r3', { subtype: 'success', response: grant('sub/dir') }, 'x').ok, true)
+  })
 })
 
 describe('timeouts and cancellation', () => {
