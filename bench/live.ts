@@ -293,11 +293,12 @@ export async function scenarioPermission (): Promise<void> {
   const gw = await ctx.gateway()
   const session = await gw.createSession()
   const sides: Side[] = ctx.memoryStore ? ['relay', 'gateway'] : ['relay', 'gateway', 'store']
-  let k = 0
+  let gatewayRuns = 0
   // Every run is counted; each warms up (JIT) on its own socket first, then measures.
   const r = await rounds(sides, ctx.sizes.permissionReps, `permission: ${spec.count} can_use_tool round trips after ${warm.count} warm-up ones`, async (s) => {
     const load1 = loadavg()[0] as number
-    const last = ++k === sides.length * ctx.sizes.permissionReps
+    // --profile: the gateway's last run (it is not the round's last side when the relay + store runs after it).
+    const last = s === 'gateway' && ++gatewayRuns === ctx.sizes.permissionReps
     if (s === 'gateway' && last) await gw.profile('permission')
     const url = s === 'gateway' ? gw.ws : (await side(s as Exclude<Side, 'gateway'>)).ws
     const res = await runClients({ mode: 'permission', url, token: s === 'gateway' ? TOKEN : undefined, session: s === 'gateway' ? session : undefined, spec, warm, timeout_ms: 120_000 }).result
