@@ -42,7 +42,6 @@ export interface RedisAppenderConfig {
 /** One session's chunk of events for APPEND_SCRIPT: its 5 keys and its arguments (max, TTL flag, epoch, channel, known largest, largest, count, then an id and a frame per event). */
 interface AppendJob {
   state: SessionState
-  keys: string[]
   args: Array<string | number | Buffer>
   events: number
   chars: number
@@ -134,7 +133,7 @@ export class RedisAppender {
       state.epoch = epoch
       state.known = state.coveredTo = state.coveredBy = 0
     }
-    const { keys, known } = state
+    const known = state.known
     // One script call per chunk (usually one per batch) instead of one XADD
     // per event plus the TTL checks: the same commands run inside Redis,
     // without a command, a reply and a client-side object per event.
@@ -158,7 +157,6 @@ export class RedisAppender {
       args[LARGEST_ARG] = largest
       return {
         state,
-        keys,
         args,
         events: c.events.length,
         chars: c.chars,
@@ -208,11 +206,11 @@ export class RedisAppender {
   async #appendMany (jobs: AppendJob[]): Promise<AppendAnswer[]> {
     const client = this.#client as unknown as Record<typeof APPEND_COMMAND, Append>
     // By hash, so the script text is not sent (and hashed by Redis) every time.
-    if (jobs.length === 1) return await client[APPEND_COMMAND](KEYS_PER_SESSION, ...(jobs[0] as AppendJob).keys, ...(jobs[0] as AppendJob).args)
+    if (jobs.length === 1) return await client[APPEND_COMMAND](KEYS_PER_SESSION, ...(jobs[0] as AppendJob).state.keys, ...(jobs[0] as AppendJob).args)
     const keys: string[] = []
     const args: Array<string | number | Buffer> = []
     for (const job of jobs) {
-      for (const key of job.keys) keys.push(key)
+      for (const key of job.state.keys) keys.push(key)
       for (const a of job.args) args.push(a)
     }
     return await client[APPEND_COMMAND](keys.length, ...keys, ...args)
@@ -242,7 +240,7 @@ export class RedisAppender {
     const args: WaveArg[] = []
     for (const job of jobs) job.args.forEach((a, i) => { args.push(i === CHANNEL_ARG ? job.state.channelArg : a) })
     // Merged jobs come only on a single Redis; a Cluster routes one session's call by its stream key.
-    const command = new WaveCommand(APPEND_SHA, KEYS_PER_SESSION * jobs.length, jobs.map((job) => job.state.resp), args, (jobs[0] as AppendJob).keys[0])
+    const command = new WaveCommand(APPEND_SHA, KEYS_PER_SESSION * jobs.length, jobs.map((job) => job.state.resp), args, (jobs[0] as AppendJob).state.keys[0])
     return await this.#client.sendCommand(command) as AppendAnswer[]
   }
 

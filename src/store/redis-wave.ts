@@ -5,9 +5,10 @@
  *
  * Why: a wave carries 14 arguments per session appending one event (its 5
  * keys, 7 arguments, an id and a frame), so 100 sessions appending a line
- * each make a command of 1,400 arguments, and ioredis frames each one (length scans, string
- * concatenations, a part per piece, then a join): about 5 µs per session,
- * a tenth of the gateway's CPU at 100 sessions × 100 lines/s. Here the keys
+ * each make a command of 1,400 arguments, and ioredis frames each one
+ * (length scans, string concatenations, a part per piece, then a join):
+ * about 5 µs per session, a tenth of the gateway's CPU at 100 sessions ×
+ * 100 lines/s. Here the keys
  * of a session are framed once, when the node first appends to it
  * (`respKeys`), and a wave is measured and written into one buffer: a copy
  * per session of its keys and frames, a few bytes for the rest
