@@ -317,7 +317,9 @@ export async function scenarioPermission (): Promise<void> {
   ctx.row({ scenario, metric: 'p99.9', unit: 'ms', gateway: p(g, 'p999').med, baseline: p(b, 'p999').med, vs: 'relay', target: '—', pass: null })
   if (!ctx.memoryStore) {
     const x = r.store as any[]
-    ctx.row({ scenario, metric: 'p99 vs relay + store', unit: 'ms', gateway: p(g, 'p99').med, baseline: p(x, 'p99').med, vs: `relay + store (${bestStore})`, target: 'reference', pass: null, note: `per run: relay + store ${perRun(x)}; p50 ${fmt(p(x, 'p50').med)} ms` })
+    // The store hop alone against the same target: what a host's scheduling leaves for the gateway's own work.
+    const storeWithin = x.filter((y, i) => y.rtt_ms.p99 <= (b[i]?.rtt_ms.p99 ?? -Infinity) + 1).length
+    ctx.row({ scenario, metric: 'p99 vs relay + store', unit: 'ms', gateway: p(g, 'p99').med, baseline: p(x, 'p99').med, vs: `relay + store (${bestStore})`, target: 'reference', pass: null, note: `per run: relay + store ${perRun(x)}; p50 ${fmt(p(x, 'p50').med)} ms; relay + store within relay + 1 ms in ${storeWithin} of ${x.length} run(s)` })
   }
 }
 

@@ -8,6 +8,15 @@
  */
 import { z } from 'zod'
 import { firstIssue } from './first-issue.js'
+import { isRecord } from './is-record.js'
+
+/**
+ * Any JSON object (not an array), as parsed. Keys of parsed JSON are strings
+ * already: `z.record(z.string(), z.unknown())` checked each and built a copy
+ * that was thrown away, most of what a permission answer's check cost
+ * (docs/PERFORMANCE.md §21).
+ */
+const jsonObject = z.custom<Record<string, unknown>>(isRecord, { message: 'Invalid input: expected object' })
 
 const contentBlock = z.looseObject({ type: z.string().min(1) })
 
@@ -50,7 +59,7 @@ export const controlRequestFrame = z.looseObject({
 export const controlResponseFrame = z.looseObject({
   type: z.literal('control_response'),
   response: z.union([
-    z.looseObject({ subtype: z.literal('success'), request_id: requestId, response: z.record(z.string(), z.unknown()).optional() }),
+    z.looseObject({ subtype: z.literal('success'), request_id: requestId, response: jsonObject.optional() }),
     z.looseObject({ subtype: z.literal('error'), request_id: requestId, error: z.string().max(10_000) })
   ])
 })
@@ -82,7 +91,7 @@ export type ClientFrame = UserFrame | ControlRequestFrame | ControlResponseFrame
 export const permissionAnswer = z.discriminatedUnion('behavior', [
   z.looseObject({
     behavior: z.literal('allow'),
-    updatedInput: z.record(z.string(), z.unknown()).optional(),
+    updatedInput: jsonObject.optional(),
     updatedPermissions: z.array(z.unknown()).optional()
   }),
   z.looseObject({
@@ -101,34 +110,38 @@ export type PermissionAnswer = z.infer<typeof permissionAnswer>
  */
 export const MAX_JSON_DEPTH = 64
 
-/** True when `value` nests objects/arrays more than `max` levels deep (checked without recursion). */
-export function tooDeep (value: unknown, max: number = MAX_JSON_DEPTH): boolean {
-  const stack: Array<[unknown, number]> = [[value, 1]]
-  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
-    const [v, depth] = top
-    if (typeof v !== 'object' || v === null) continue
-    if (depth > max) return true
-    for (const child of Object.values(v)) stack.push([child, depth + 1])
-  }
-  return false
-}
-
 /**
- * True when a number in `value` is not finite: JSON text such as `1e999`
- * parses to Infinity, which JSON.stringify writes as `null`, so the CLI
- * would get another value than the client sent.
+ * What would keep a parsed value from reaching the CLI as sent, found in one
+ * walk without recursion: `too_deep` (nesting more than `max` levels, checked
+ * first), or `non_finite` (JSON text such as `1e999` parses to Infinity, which
+ * JSON.stringify writes as `null`, so the CLI would get another value than the
+ * client sent); null when neither.
  */
-export function hasNonFiniteNumber (value: unknown): boolean {
-  const stack: unknown[] = [value]
-  while (stack.length > 0) {
-    const v = stack.pop()
+export function jsonProblem (value: unknown, max: number = MAX_JSON_DEPTH): 'too_deep' | 'non_finite' | null {
+  // Two stacks, not one of [value, depth] pairs: nothing allocated per member.
+  const values: unknown[] = [value]
+  const depths: number[] = [1]
+  let nonFinite = false
+  while (values.length > 0) {
+    const v = values.pop()
+    const depth = depths.pop() as number
     if (typeof v === 'number') {
-      if (!Number.isFinite(v)) return true
-    } else if (typeof v === 'object' && v !== null) {
-      for (const child of Object.values(v)) stack.push(child)
+      if (!Number.isFinite(v)) nonFinite = true
+      continue
+    }
+    if (typeof v !== 'object' || v === null) continue
+    if (depth > max) return 'too_deep'
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      values.push(child)
+      depths.push(depth + 1)
     }
   }
-  return false
+  return nonFinite ? 'non_finite' : null
+}
+
+/** True when `value` nests objects/arrays more than `max` levels deep. */
+export function tooDeep (value: unknown, max: number = MAX_JSON_DEPTH): boolean {
+  return jsonProblem(value, max) === 'too_deep'
 }
 
 export type ParsedClientFrame =
@@ -151,8 +164,9 @@ export function parseClientFrame (text: string): ParsedClientFrame {
     const id = readableRequestId(value)
     return { ok: false, code: 'invalid_frame', message, ...(id === undefined ? {} : { requestId: id }) }
   }
-  if (tooDeep(value)) return refuse(`The frame nests more than ${MAX_JSON_DEPTH} levels deep`)
-  if (hasNonFiniteNumber(value)) return refuse('A number in the frame is too large to pass on exactly (it would reach the CLI as null)')
+  const problem = jsonProblem(value)
+  if (problem === 'too_deep') return refuse(`The frame nests more than ${MAX_JSON_DEPTH} levels deep`)
+  if (problem === 'non_finite') return refuse('A number in the frame is too large to pass on exactly (it would reach the CLI as null)')
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return refuse('A frame is a JSON object')
   const type = (value as { type?: unknown }).type
   if (typeof type !== 'string' || type === '' || type.length > 100) return refuse('A frame needs a "type" string')

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import fc from 'fast-check'
-import { parseClientFrame } from '../../src/protocol/client-frames.js'
+import { MAX_JSON_DEPTH, parseClientFrame, permissionAnswer } from '../../src/protocol/client-frames.js'
 
 function ok (text: string): unknown {
   const r = parseClientFrame(text)
@@ -81,6 +81,29 @@ describe('parseClientFrame', () => {
     assert.ok(!huge.ok)
     assert.equal(huge.requestId, 'r11', 'answered as that request')
     assert.equal(parseClientFrame('{"type":"user","message":{"role":"user","content":"hi"},"x":1.7976931348623157e308}').ok, true, 'the largest double passes')
+  })
+
+  it('names nesting, not the number, when a frame is both too deep and holds a number too large', () => {
+    const deep = `${'['.repeat(MAX_JSON_DEPTH + 5)}1e999${']'.repeat(MAX_JSON_DEPTH + 5)}`
+    for (const text of [`{"type":"user","x":1e999,"y":${deep}}`, `{"type":"user","y":${deep},"x":1e999}`]) {
+      assert.match(refused(text).message, /nests more than 64 levels deep/, text)
+    }
+  })
+
+  it('takes an answer\'s response and a permission\'s updatedInput only as JSON objects', () => {
+    const frame = (response: unknown): string => JSON.stringify({ type: 'control_response', response: { subtype: 'success', request_id: 'r1', response } })
+    for (const body of [{}, { behavior: 'allow', updatedInput: { command: 'ls', n: [1, { a: null }] } }, { 'odd key \u0000': true }]) {
+      assert.deepEqual((ok(frame(body)) as { response: { response: unknown } }).response.response, body)
+    }
+    for (const body of [[], [{ behavior: 'allow' }], 'allow', 3, true]) {
+      const r = refused(frame(body))
+      assert.equal(r.code, 'invalid_frame', JSON.stringify(body))
+      assert.match(r.message, /at response$/)
+    }
+    assert.equal(permissionAnswer.safeParse({ behavior: 'allow', updatedInput: { file_path: '/x', content: 'y' } }).success, true)
+    for (const updatedInput of [[], ['ls'], 'ls', null]) {
+      assert.equal(permissionAnswer.safeParse({ behavior: 'allow', updatedInput }).success, false, JSON.stringify(updatedInput))
+    }
   })
 
   it('gives the request_id of a refused control_request when it can be read', () => {
