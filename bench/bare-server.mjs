@@ -118,7 +118,12 @@ async function command (line) {
   return { error: `unknown command ${cmd}` }
 }
 
+let stopping = false
 function stop () {
+  if (stopping) return
+  stopping = true
+  // The command pipe would keep the process up until the timer: it exits once its CLIs and sockets are gone.
+  process.stdin.destroy()
   // Closing stdin ends a light CLI; a group still there a moment later is killed.
   for (const child of children) child.stdin.end()
   setTimeout(() => {

@@ -69,7 +69,7 @@ async function side (s: Exclude<Side, 'gateway'>): Promise<{ pid: number, ws: st
 }
 
 export async function closeHelpers (): Promise<void> {
-  for (const h of helpers.values()) await h.close().catch(() => {})
+  await Promise.all([...helpers.values()].map(async (h) => { await h.close().catch(() => {}) }))
   helpers.clear()
 }
 

@@ -152,6 +152,8 @@ async function stop () {
   for (const ws of wss.clients) ws.terminate()
   server.close()
   for (const s of sessions) s.child.stdin.end()
+  // The command pipe would keep the process up until the timer: it exits once its CLIs and sockets are gone.
+  process.stdin.destroy()
   if (redis !== null) {
     await redis.del(...sessions.map((s) => s.key)).catch(() => {})
     redis.disconnect()
