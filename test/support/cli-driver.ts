@@ -14,6 +14,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
+import { onTestExit } from './exit-hooks.js'
 import { resolveClaudeBin } from './mock-anthropic.js'
 
 // ---------------------------------------------------------------- types
@@ -152,7 +153,7 @@ let exitHookInstalled = false
 function installExitHook(): void {
   if (exitHookInstalled) return
   exitHookInstalled = true
-  process.on('exit', () => {
+  onTestExit(() => {
     for (const p of live) p.killGroup('SIGKILL')
   })
 }

@@ -7,9 +7,18 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
+import { onTestExit } from './exit-hooks.js'
 import { eventually } from './gateway.js'
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url))
+
+/**
+ * Gateways still running. If the test process ends first (a file over its
+ * timeout), each is sent SIGTERM: it then ends its CLIs itself, which a
+ * SIGKILL would leave to die of broken pipes, their tools orphaned.
+ */
+const live = new Set<ChildProcess>()
+onTestExit(() => { for (const child of live) child.kill('SIGTERM') })
 
 export interface GatewayProcess {
   child: ChildProcess
@@ -50,7 +59,9 @@ export async function startGatewayProcess (env: Record<string, string>, timeoutM
   child.stdout?.on('data', (d: Buffer) => { output += d.toString('utf8') })
   child.stderr?.on('data', (d: Buffer) => { output += d.toString('utf8') })
   let done: number | string | null | undefined
+  live.add(child)
   const exited = new Promise<number | string | null>((resolve) => child.once('exit', (code, signal) => {
+    live.delete(child)
     done = code ?? signal
     resolve(done)
   }))

@@ -16,6 +16,7 @@ import { rm } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { onTestExit } from './exit-hooks.js'
 import { outputMatches } from './process-output.js'
 
 export interface RedisCluster {
@@ -30,7 +31,7 @@ export interface RedisCluster {
 const REDIS_SERVER_BIN = process.env.REDIS_SERVER_BIN ?? 'redis-server'
 const REDIS_CLI_BIN = process.env.REDIS_CLI_BIN ?? 'redis-cli'
 const running = new Set<ChildProcess>()
-process.once('exit', () => { for (const child of running) child.kill('SIGKILL') })
+onTestExit(() => { for (const child of running) child.kill('SIGKILL') })
 
 /** Null when both binaries run; else what to install, for a test's skip message. */
 export function redisClusterMissing (): string | null {

@@ -14,6 +14,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { createServer } from 'node:net'
 import { Redis } from 'ioredis'
+import { onTestExit } from './exit-hooks.js'
 import { outputMatches } from './process-output.js'
 
 /** The shared Redis of the tests (a private one when `npm test` had to start it). */
@@ -25,6 +26,8 @@ export const REDIS_PORT = Number(new URL(REDIS_URL).port === '' ? 6379 : new URL
 export interface RedisServer {
   url: string
   port: number
+  /** The running server's pid; null while it is stopped. */
+  readonly pid: number | null
   /** Stops the server (SIGTERM, then SIGKILL) and waits for it to exit. */
   stop: () => Promise<void>
   /** Starts it again on the same port and waits until it answers PING. */
@@ -43,7 +46,7 @@ export interface RedisServer {
 // Found on PATH unless given: machines put it in /usr/bin, /usr/local/bin or a Homebrew prefix.
 const REDIS_SERVER_BIN = process.env.REDIS_SERVER_BIN ?? 'redis-server'
 const running = new Set<ChildProcess>()
-process.once('exit', () => { for (const child of running) child.kill('SIGKILL') })
+onTestExit(() => { for (const child of running) child.kill('SIGKILL') })
 
 export interface RedisServerOptions {
   startTimeoutMs?: number
@@ -111,6 +114,7 @@ export async function startRedisServer (options: RedisServerOptions = {}): Promi
   return {
     url,
     port,
+    get pid () { return child?.pid ?? null },
     start,
     stop: () => halt2('SIGTERM'),
     kill: () => halt2('SIGKILL'),
