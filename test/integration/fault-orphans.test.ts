@@ -19,8 +19,8 @@ import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { processStartTime, reapOrphans } from '../../src/cli/reaper.js'
 import { isHello } from '../support/frames.js'
-import { FAKE_CLI, TestClient, TOKEN_A, eventually, processAlive } from '../support/gateway.js'
-import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process.js'
+import { TestClient, TOKEN_A, eventually, processAlive } from '../support/gateway.js'
+import { type GatewayProcess, fakeCliEnv, startGatewayProcess } from '../support/gateway-process.js'
 import { REDIS_URL, deleteKeys } from '../support/redis-server.js'
 
 
@@ -55,19 +55,7 @@ describe('a gateway crash', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'cgw-orphans-'))
   const prefix = `cgw-test:${randomUUID()}:`
   const gateways: GatewayProcess[] = []
-  const env = {
-    DATA_DIR: dataDir,
-    WORKSPACE_ROOT: join(dataDir, 'ws'),
-    GATEWAY_TOKENS: `${TOKEN_A}=tenant-a`,
-    CLAUDE_BIN: FAKE_CLI,
-    SANDBOX: 'none',
-    ALLOW_UNSANDBOXED: 'true',
-    LOG_LEVEL: 'warn',
-    RATE_LIMIT_PER_MINUTE: '100000',
-    CLI_STOP_TIMEOUT_MS: '1000',
-    REDIS_URL,
-    REDIS_PREFIX: prefix
-  }
+  const env = { ...fakeCliEnv(dataDir), RATE_LIMIT_PER_MINUTE: '100000', REDIS_URL, REDIS_PREFIX: prefix }
   after(async () => {
     for (const g of gateways) await g.kill()
     await deleteKeys(REDIS_URL, prefix)

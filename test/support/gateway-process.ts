@@ -6,9 +6,10 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createServer } from 'node:net'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { onTestExit } from './exit-hooks.js'
-import { eventually } from './gateway.js'
+import { FAKE_CLI, TOKEN_A, eventually } from './gateway.js'
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -30,6 +31,20 @@ export interface GatewayProcess {
   exited: Promise<number | string | null>
   /** SIGKILLs the process unless it has exited; resolves once it has. */
   kill: () => Promise<void>
+}
+
+/** A gateway process on `dataDir` running the fake CLI unsandboxed for tenant-a (TOKEN_A), logging warnings only. */
+export function fakeCliEnv (dataDir: string): Record<string, string> {
+  return {
+    DATA_DIR: dataDir,
+    WORKSPACE_ROOT: join(dataDir, 'ws'),
+    GATEWAY_TOKENS: `${TOKEN_A}=tenant-a`,
+    CLAUDE_BIN: FAKE_CLI,
+    SANDBOX: 'none',
+    ALLOW_UNSANDBOXED: 'true',
+    LOG_LEVEL: 'warn',
+    CLI_STOP_TIMEOUT_MS: '1000'
+  }
 }
 
 /** A loopback port nothing listens on at the moment of asking. */
