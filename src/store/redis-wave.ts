@@ -8,11 +8,10 @@
  * each make a command of 1,400 arguments, and ioredis frames each one
  * (length scans, string concatenations, a part per piece, then a join):
  * about 5 µs per session, a tenth of the gateway's CPU at 100 sessions ×
- * 100 lines/s. Here the keys
- * of a session are framed once, when the node first appends to it
- * (`respKeys`), and a wave is measured and written into one buffer: a copy
- * per session of its keys and frames, a few bytes for the rest
- * (docs/PERFORMANCE.md §18).
+ * 100 lines/s. Here the keys of a session are framed once, when the node
+ * first appends to it (`respKeys`), and a wave is measured and written into
+ * one buffer: a copy per session of its keys and frames, a few bytes for
+ * the rest (docs/PERFORMANCE.md §18).
  *
  * On a Cluster a session's chunk goes the same way, routed by one of its
  * keys (its keys share a slot; sessions are not merged there).
