@@ -21,7 +21,8 @@
 //   spawn <n> <cli path>  starts n copies of the CLI with piped stdio (one
 //                         process group each), gives each one user turn, reads
 //                         until its result line, and keeps them running:
-//                         {"spawned":n,"ms":..}
+//                         {"spawned":n,"ms":..,"spawn_ms":..} (spawn_ms: the
+//                         time spent inside spawn() calls, summed)
 // SIGTERM (or stdin closing) ends the CLIs and the server.
 import { spawn } from 'node:child_process'
 import { createServer } from 'node:http'
@@ -85,9 +86,14 @@ wss.on('connection', (ws, req) => {
   })().catch((err) => { process.stderr.write(`bare-server replay: ${err.message}\n`); ws.close(1011) })
 })
 
+/** Time spent inside spawn() by the current `spawn` command (the fork holds the event loop). */
+let spawnNs = 0n
+
 /** Starts one CLI, gives it a user turn, resolves once its result line is out. */
 function spawnOne (cli, k) {
+  const t0 = process.hrtime.bigint()
   const child = spawn(cli, ['--session-id', `00000000-0000-4000-8000-${String(k).padStart(12, '0')}`], { stdio: ['pipe', 'pipe', 'ignore'], detached: true })
+  spawnNs += process.hrtime.bigint() - t0
   children.push(child)
   child.stdin.on('error', () => {})
   return new Promise((resolve, reject) => {
@@ -108,12 +114,13 @@ async function command (line) {
   if (cmd === 'spawn') {
     const n = Number(args[0])
     const t0 = Date.now()
+    spawnNs = 0n
     for (let k = 0; k < n; k += 8) {
       const batch = []
       for (let j = k; j < Math.min(n, k + 8); j++) batch.push(spawnOne(args[1], children.length + 1))
       await Promise.all(batch)
     }
-    return { spawned: n, ms: Date.now() - t0 }
+    return { spawned: n, ms: Date.now() - t0, spawn_ms: Number(spawnNs) / 1e6 }
   }
   return { error: `unknown command ${cmd}` }
 }

@@ -280,7 +280,14 @@ async function bareIdle (count: number): Promise<{ n: number, per_connection_rss
 }
 
 /** One gateway run and one bare-parent run of the sessions scenario: RSS (and heap) growth per idle session from `warm` to `count`. */
-async function sessionsRun (count: number, warm: number): Promise<{ per: number, heapPer: number, barePer: number, created: number, running: number, before: any, after: any, result: any }> {
+/** The sum and count of the gateway's cgw_cli_spawn_seconds (the event loop's time inside spawn()). */
+async function spawnSeconds (http: string): Promise<{ sum: number, count: number }> {
+  const text = await (await fetch(`${http}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
+  const read = (name: string): number => Number(/^(\S+) (\S+)$/m.exec(text.split('\n').find((l) => l.startsWith(`${name} `)) ?? '')?.[2] ?? NaN)
+  return { sum: read('cgw_cli_spawn_seconds_sum'), count: read('cgw_cli_spawn_seconds_count') }
+}
+
+async function sessionsRun (count: number, warm: number): Promise<{ per: number, heapPer: number, barePer: number, spawnMs: number, bareSpawnMs: number, created: number, running: number, before: any, after: any, result: any }> {
   const measured = count - warm
   const gw = await startGateway({ claudeBin: LIGHT_CLI, env: { MAX_SESSIONS: String(count + 20), MAX_SESSIONS_PER_TENANT: String(count + 20), ...storeEnv() } })
   try {
@@ -288,7 +295,9 @@ async function sessionsRun (count: number, warm: number): Promise<{ per: number,
     await runClients({ mode: 'sessions', http: gw.http, url: gw.ws, token: TOKEN, count: warm, concurrency: 8, per_second: Q ? 100 : 40, spec }).result
     await sleep(SETTLE_MS / 2)
     const before = await gw.stats()
+    const spawns0 = await spawnSeconds(gw.http)
     const res = await runClients({ mode: 'sessions', http: gw.http, url: gw.ws, token: TOKEN, count: measured, concurrency: 8, per_second: Q ? 100 : 40, spec }).result
+    const spawns1 = await spawnSeconds(gw.http)
     await sleep(SETTLE_MS)
     const after = await gw.stats()
     // Baseline: a bare Node parent holding the same CLIs' pipes after one turn each, warmed up alike.
@@ -297,13 +306,15 @@ async function sessionsRun (count: number, warm: number): Promise<{ per: number,
       await bare.command(`spawn ${warm} ${LIGHT_CLI}`)
       await sleep(SETTLE_MS / 2)
       const b0 = await bare.command('stats')
-      await bare.command(`spawn ${measured} ${LIGHT_CLI}`)
+      const spawned = await bare.command(`spawn ${measured} ${LIGHT_CLI}`)
       await sleep(SETTLE_MS)
       const b1 = await bare.command('stats')
       return {
         per: (after.proc_rss - before.proc_rss) / res.created,
         heapPer: (after.heap_used - before.heap_used) / res.created,
         barePer: (b1.rss - b0.rss) / measured,
+        spawnMs: ((spawns1.sum - spawns0.sum) * 1000) / (spawns1.count - spawns0.count),
+        bareSpawnMs: spawned.spawn_ms / measured,
         created: res.created,
         running: after.running_sessions,
         before,
@@ -335,11 +346,19 @@ async function scenarioSessions (): Promise<void> {
   const bare = runs.map((x) => x.barePer / KiB)
   const heap = runs.map((x) => x.heapPer / KiB)
   const last = runs[runs.length - 1] as (typeof runs)[number]
-  raw.sessions = { count, warm, runs: runs.map(({ per, heapPer, barePer, created, running, before, after, result }) => ({ per_session_rss: per, per_session_heap: heapPer, bare_per_child_rss: barePer, created, running, before, after, result })) }
+  raw.sessions = { count, warm, runs: runs.map(({ per, heapPer, barePer, spawnMs, bareSpawnMs, created, running, before, after, result }) => ({ per_session_rss: per, per_session_heap: heapPer, bare_per_child_rss: barePer, spawn_ms: spawnMs, bare_spawn_ms: bareSpawnMs, created, running, before, after, result })) }
   row({
     scenario: `Concurrent sessions (${count} CLIs running)`, metric: 'gateway RSS growth per idle session', unit: 'KiB', gateway: median(per), baseline: median(bare), vs: 'bare parent', target: '≤ 20 KiB',
     pass: median(per) <= 20 && runs.every((x) => x.created === count - warm && x.running >= count),
     note: `median of ${runs.length} run(s): gateway ${range(per)}, bare ${range(bare)} KiB; heap ${range(heap)} KiB/session; growth from ${warm} to ${count} sessions (last run: RSS ${fmt(last.before.proc_rss / 2 ** 20, 1)} → ${fmt(last.after.proc_rss / 2 ** 20, 1)} MiB after GC, ${count - warm} CLIs started in ${fmt(last.result.ms / 1000, 1)} s${last.result.failures ? `; ${last.result.failures} failed: ${last.result.failure_samples[0]}` : ''}); baseline: a bare Node parent holding such CLIs with piped stdio, one turn each, warmed up alike`
+  })
+  // What each CLI start costs every session: spawn() forks the process while its event loop waits (PERFORMANCE.md §22).
+  const spawnMs = runs.map((x) => x.spawnMs)
+  const bareSpawnMs = runs.map((x) => x.bareSpawnMs)
+  const ranged = (xs: number[]): string => `${fmt(median(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`
+  row({
+    scenario: `Concurrent sessions (${count} CLIs running)`, metric: 'event loop held per CLI start (spawn(), mean)', unit: 'ms', gateway: median(spawnMs), baseline: median(bareSpawnMs), vs: 'bare parent', target: 'reference', pass: null,
+    note: `median of ${runs.length} run(s): gateway ${ranged(spawnMs)} ms (cgw_cli_spawn_seconds over the ${count - warm} starts from ${warm} to ${count} sessions), bare parent ${ranged(bareSpawnMs)} ms (its spawn() calls timed alike); the fork copies the process's page tables, so it grows with its RSS (last run: gateway ${fmt(last.after.proc_rss / 2 ** 20, 1)} MiB)`
   })
 }
 

@@ -115,16 +115,17 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   const tickets = new TicketBook({ ttlMs: config.wsTicketTtlMs, secret: storeSecret, claimOnce: async (key, ttlMs) => await store.claimOnce(key, ttlMs) })
   const pidDir = join(config.dataDir, 'pids')
 
+  const metrics = new Metrics()
   const launch: CliLauncher = parts.launch ?? ((spec, callbacks) => new CliProcess(spec, callbacks, {
     maxLineBytes: config.maxLineBytes,
     stopTimeoutMs: config.cliStopTimeoutMs,
     logger,
-    pidDir
+    pidDir,
+    onSpawn: (seconds) => { metrics.cliSpawned(seconds) }
   }))
 
   const sandbox = gatewaySandbox(config, { inner: launch, logger, cliEnv: parts.env ?? process.env, probe: parts.probeSandbox ?? runOnce })
 
-  const metrics = new Metrics()
   // Client frames for sessions whose CLI runs on another node go there through the store's node bus.
   const router = new ClusterRouter({
     bus: store.bus,

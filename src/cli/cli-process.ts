@@ -23,6 +23,11 @@ export interface CliProcessOptions {
   /** Where a pid file per running CLI is kept, so a restarted gateway can reap orphans. */
   pidDir?: string | undefined
   stderrTailLines?: number
+  /**
+   * Told how long spawn() held the event loop. It forks the gateway, so the
+   * time grows with the gateway's memory, and every session waits it out.
+   */
+  onSpawn?: ((seconds: number) => void) | undefined
 }
 
 export class CliProcess implements CliHandle {
@@ -44,12 +49,14 @@ export class CliProcess implements CliHandle {
     this.#sessionId = spec.sessionId
     this.#exited = new Promise((resolve) => { this.#resolveExit = resolve })
 
+    const started = process.hrtime.bigint()
     this.#child = spawn(spec.command, spec.args, {
       cwd: spec.cwd,
       env: spec.env,
       detached: true, // own process group: signals reach the CLI and every tool it started
       stdio: ['pipe', 'pipe', 'pipe']
     })
+    options.onSpawn?.(Number(process.hrtime.bigint() - started) / 1e9)
     const child = this.#child
 
     if (child.pid !== undefined && options.pidDir !== undefined) {

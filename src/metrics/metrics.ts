@@ -42,6 +42,13 @@ const APPEND_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.
 /** Permission prompts wait on a person: seconds to an hour (PERMISSION_TIMEOUT_MS may be 0, for ever). */
 const PERMISSION_BUCKETS = [0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600]
 
+/**
+ * spawn() forks the gateway: the event loop waits while the kernel copies its
+ * page tables, about 1.6 ms at 80 MB of RSS and 13 ms at 440 MB on a 2-core
+ * VM (docs/PERFORMANCE.md §22), and every session waits with it.
+ */
+const SPAWN_BUCKETS = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25]
+
 let processRegistry: Registry | null = null
 
 /** prom-client's default metrics (`process_*`, `nodejs_*`), registered on first use. */
@@ -76,6 +83,7 @@ export class Metrics implements MetricsSink {
   readonly #permissionWait: Histogram<'outcome'>
   readonly #permissions: Counter<'outcome'>
   readonly #exits: Counter<'code' | 'signal'>
+  readonly #spawns: Histogram
   readonly #authFailures: Counter<'reason'>
   readonly #rateLimited: Counter<'kind'>
 
@@ -184,6 +192,12 @@ export class Metrics implements MetricsSink {
     })
     this.#permissions = new Counter({ name: 'cgw_permission_prompts_total', help: 'Permission prompts ended, by outcome', labelNames: ['outcome'], registers })
     this.#exits = new Counter({ name: 'cgw_cli_exits_total', help: 'CLI processes that ended, by exit code and signal ("none" when absent)', labelNames: ['code', 'signal'], registers })
+    this.#spawns = new Histogram({
+      name: 'cgw_cli_spawn_seconds',
+      help: 'Time the event loop spent starting one CLI process (a fork of the gateway: grows with its memory)',
+      buckets: SPAWN_BUCKETS,
+      registers
+    })
     this.#authFailures = new Counter({ name: 'cgw_auth_failures_total', help: 'Requests refused 401, by reason', labelNames: ['reason'], registers })
     this.#rateLimited = new Counter({ name: 'cgw_rate_limited_total', help: 'Requests, upgrades and frames refused by a rate limit, by kind', labelNames: ['kind'], registers })
 
@@ -258,6 +272,10 @@ export class Metrics implements MetricsSink {
 
   cliExited (code: number | null, signal: string | null): void {
     this.#exits.inc({ code: code === null ? 'none' : String(code), signal: signal ?? 'none' })
+  }
+
+  cliSpawned (seconds: number): void {
+    this.#spawns.observe(seconds)
   }
 
   storeDegradedChanged (): void { this.#tickDegraded() }

@@ -38,6 +38,8 @@ export interface MetricsSink {
   permissionAnswered: (outcome: PermissionOutcome, seconds: number) => void
   /** A CLI process ended (exit code, or the signal that ended it). */
   cliExited: (code: number | null, signal: string | null) => void
+  /** Starting a CLI process held the event loop `seconds` (spawn() forks the gateway). */
+  cliSpawned: (seconds: number) => void
   /** A session's event log started or stopped holding frames for an unreachable store. */
   storeDegradedChanged: () => void
   authFailed: (reason: AuthFailureReason) => void
@@ -54,6 +56,7 @@ export const noopMetrics: MetricsSink = {
   appendTimed: nothing,
   permissionAnswered: nothing,
   cliExited: nothing,
+  cliSpawned: nothing,
   storeDegradedChanged: nothing,
   authFailed: nothing,
   rateLimited: nothing

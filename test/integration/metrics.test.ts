@@ -120,6 +120,8 @@ describe('/metrics on the main port', () => {
     const cliFrames = holder.seqFrames.filter((f: Frame) => f.type !== 'gateway').length
     assert.ok(delta('cgw_cli_lines_total') >= cliFrames, `CLI lines ${delta('cgw_cli_lines_total')} >= ${cliFrames} relayed`)
     assert.ok(delta('cgw_store_append_seconds_count', { result: 'ok' }) > 0, 'appends were timed')
+    assert.equal(delta('cgw_cli_spawn_seconds_count'), 1, 'the one CLI start was timed')
+    assert.ok(delta('cgw_cli_spawn_seconds_sum') > 0)
 
     assert.equal(delta('cgw_permission_prompts_total', { outcome: 'allow' }), 1)
     assert.equal(delta('cgw_permission_wait_seconds_count', { outcome: 'allow' }), 1)
