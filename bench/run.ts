@@ -279,7 +279,6 @@ async function bareIdle (count: number): Promise<{ n: number, per_connection_rss
   }
 }
 
-/** One gateway run and one bare-parent run of the sessions scenario: RSS (and heap) growth per idle session from `warm` to `count`. */
 /** The sum and count of the gateway's cgw_cli_spawn_seconds (the event loop's time inside spawn()). */
 async function spawnSeconds (http: string): Promise<{ sum: number, count: number }> {
   const text = await (await fetch(`${http}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
@@ -287,6 +286,7 @@ async function spawnSeconds (http: string): Promise<{ sum: number, count: number
   return { sum: read('cgw_cli_spawn_seconds_sum'), count: read('cgw_cli_spawn_seconds_count') }
 }
 
+/** One gateway run and one bare-parent run of the sessions scenario: RSS (and heap) growth per idle session from `warm` to `count`, and the event loop's time per CLI start. */
 async function sessionsRun (count: number, warm: number): Promise<{ per: number, heapPer: number, barePer: number, spawnMs: number, bareSpawnMs: number, created: number, running: number, before: any, after: any, result: any }> {
   const measured = count - warm
   const gw = await startGateway({ claudeBin: LIGHT_CLI, env: { MAX_SESSIONS: String(count + 20), MAX_SESSIONS_PER_TENANT: String(count + 20), ...storeEnv() } })
