@@ -282,7 +282,8 @@ async function bareIdle (count: number): Promise<{ n: number, per_connection_rss
 /** The sum and count of the gateway's cgw_cli_spawn_seconds (the event loop's time inside spawn()). */
 async function spawnSeconds (http: string): Promise<{ sum: number, count: number }> {
   const text = await (await fetch(`${http}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text()
-  const read = (name: string): number => Number(/^(\S+) (\S+)$/m.exec(text.split('\n').find((l) => l.startsWith(`${name} `)) ?? '')?.[2] ?? NaN)
+  const lines = text.split('\n')
+  const read = (name: string): number => Number(lines.find((l) => l.startsWith(`${name} `))?.slice(name.length + 1) ?? NaN)
   return { sum: read('cgw_cli_spawn_seconds_sum'), count: read('cgw_cli_spawn_seconds_count') }
 }
 
