@@ -92,6 +92,20 @@ export function procFds (pid: number): number {
   }
 }
 
+/** Pids of a gateway's spawn helper (CLI_SPAWN=helper): its children running spawn-helper.js. */
+export function helperPids (gatewayPid: number): number[] {
+  const pids: number[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== gatewayPid) continue
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('spawn-helper')) pids.push(Number(entry))
+    } catch { /* gone meanwhile */ }
+  }
+  return pids
+}
+
 /** The hard limit on open files for this process (children inherit it; Node raises the soft limit to it). */
 export function openFileLimit (): number {
   const limits = readFileSync('/proc/self/limits', 'utf8')
@@ -111,6 +125,8 @@ export interface GatewayStats {
   running_sessions: number
   /** VmRSS read from /proc right after the in-process GC. */
   proc_rss: number
+  /** VmRSS of its spawn helper (0 with CLI_SPAWN=direct): part of what the gateway costs. */
+  helper_rss: number
   fds: number
 }
 
@@ -183,6 +199,8 @@ export async function startGateway (options: GatewayOptions = {}): Promise<Gatew
     CLI_STOP_TIMEOUT_MS: '1000',
     SHUTDOWN_GRACE_MS: '5000',
     ...(process.env.BENCH_STALL_DUMP !== undefined ? { BENCH_STALL_DUMP: process.env.BENCH_STALL_DUMP } : {}),
+    // CLI_SPAWN=direct: A/B of the spawn helper (PERFORMANCE.md §23).
+    ...(process.env.CLI_SPAWN !== undefined ? { CLI_SPAWN: process.env.CLI_SPAWN } : {}),
     ...options.env
   }
   if (options.profileDir !== undefined) {
@@ -227,7 +245,7 @@ export async function startGateway (options: GatewayOptions = {}): Promise<Gatew
       const got = new Promise<any>((resolve) => waiting.set(id, resolve))
       child.send({ cmd: 'stats', id })
       const stats = await got
-      return { ...stats, proc_rss: procRss(pid), fds: procFds(pid) }
+      return { ...stats, proc_rss: procRss(pid), helper_rss: helperPids(pid).reduce((sum, p) => sum + procRss(p), 0), fds: procFds(pid) }
     },
     async profile (label) {
       if (options.profileDir === undefined) return

@@ -15,7 +15,8 @@ import { AnyOf, JwtAuthenticator } from './auth/jwt.js'
 import { type Authenticator, StaticTokens } from './auth/static-tokens.js'
 import { TicketBook } from './auth/tickets.js'
 import type { CliLauncher } from './cli/cli-handle.js'
-import { CliProcess, runOnce } from './cli/cli-process.js'
+import { CliProcess, forkHelper, runOnce } from './cli/cli-process.js'
+import { Spawner } from './cli/spawner.js'
 import { reapOrphans } from './cli/reaper.js'
 import type { Config } from './config.js'
 import { ControlPolicy } from './control/control-policy.js'
@@ -116,12 +117,17 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   const pidDir = join(config.dataDir, 'pids')
 
   const metrics = new Metrics()
+  // Forked at onReady, while the gateway is small: after that no CLI start forks the gateway.
+  const spawner = parts.launch === undefined && config.cliSpawn === 'helper'
+    ? new Spawner({ logger, stopTimeoutMs: config.cliStopTimeoutMs, fork: forkHelper })
+    : undefined
   const launch: CliLauncher = parts.launch ?? ((spec, callbacks) => new CliProcess(spec, callbacks, {
     maxLineBytes: config.maxLineBytes,
     stopTimeoutMs: config.cliStopTimeoutMs,
     logger,
     pidDir,
-    onSpawn: (seconds) => { metrics.cliSpawned(seconds) }
+    onSpawn: (seconds) => { metrics.cliSpawned(seconds) },
+    spawner
   }))
 
   const sandbox = gatewaySandbox(config, { inner: launch, logger, cliEnv: parts.env ?? process.env, probe: parts.probeSandbox ?? runOnce })
@@ -292,6 +298,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   let metricsServer: Server | null = null
 
   app.addHook('onReady', async () => {
+    spawner?.start()
     await sandbox.start() // refuses to start when SANDBOX=bwrap cannot run here
     if (metricsPort !== 0) {
       // Beyond loopback loadConfig requires METRICS_TOKEN for this listener.
@@ -318,6 +325,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     await manager.shutdown(config.shutdownGraceMs)
     await webhooks?.close() // after the sessions' stops, so their session.ended get their chance
     await router.close()
+    await spawner?.close() // after the sessions' stops: it reports their CLIs' exits
     sandbox.close()
     if (ownsStore) await store.close()
   })

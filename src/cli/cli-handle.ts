@@ -34,10 +34,28 @@ export interface CliCallbacks {
   onOversize: (bytes: number) => void
   /** Called once, after the last stdout line was delivered. */
   onExit: (exit: CliExit) => void
+  /**
+   * For a handle that starts `pending`: the process runs now (its pid is
+   * known), or, when `onExit` follows at once, could not run (ENOENT, …).
+   * Comes before any line.
+   */
+  onStart?: () => void
+  /**
+   * For a handle that starts `pending`: starting threw (E2BIG: arguments or
+   * environment too large), as spawn() itself throws when called here. No
+   * process ran; neither `onStart` nor `onExit` follows.
+   */
+  onStartFailed?: (err: Error) => void
 }
 
 export interface CliHandle {
   readonly pid: number | undefined
+  /**
+   * True while the process is being started elsewhere (the spawn helper):
+   * `pid` is unknown until `onStart` (or `onStartFailed`) comes. Lines
+   * written meanwhile are queued. False (or absent) when the start was synchronous.
+   */
+  readonly pending?: boolean
   /** Writes one NDJSON line (the newline is added). False when stdin is gone. */
   write: (line: string) => boolean
   /** Ends the process: stdin closed, then SIGTERM, then SIGKILL to its group. Resolves on exit. */

@@ -6,14 +6,57 @@
  * 0), then SIGTERM to the group, then SIGKILL to the group. When the CLI
  * exits by itself, whatever it left in its group (background tool processes)
  * is ended the same way, so nothing outlives its session.
+ *
+ * The process is started either here (spawn(), which forks the gateway) or,
+ * with a `spawner`, by the spawn helper (spawner.ts), which hands the pipes
+ * over: the gateway's event loop then never waits on a fork.
  */
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
+import { type ChildProcess, type ChildProcessWithoutNullStreams, fork, spawn } from 'node:child_process'
+import type { EventEmitter } from 'node:events'
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import type { Readable, Writable } from 'node:stream'
 import type { Logger } from 'pino'
 import type { CliCallbacks, CliExit, CliHandle, CliSpawnSpec } from './cli-handle.js'
 import { NdjsonSplitter } from './ndjson.js'
 import { processStartTime, signalGroup } from './reaper.js'
+
+/**
+ * A started CLI as CliProcess drives it: a ChildProcess, or a RemoteChild of
+ * the spawn helper, whose pid and pipes come with its 'spawn' event.
+ */
+export interface ChildLike extends EventEmitter {
+  readonly pid?: number | undefined
+  readonly stdin: Writable | null
+  readonly stdout: Readable | null
+  readonly stderr: Readable | null
+}
+
+/** Starts CLIs somewhere else (the spawn helper); see spawner.ts. */
+export interface ChildSource {
+  spawn: (spec: Pick<CliSpawnSpec, 'command' | 'args' | 'cwd' | 'env'>) => ChildLike
+}
+
+/** An error the spawn helper reports for a start that failed; `thrown` when spawn() threw (E2BIG, …). */
+export interface SpawnFailure extends Error {
+  code?: string
+  thrown?: boolean
+}
+
+/** The one spawn() of a CLI: own process group, three pipes. Throws what spawn() throws. */
+export function spawnCli (spec: Pick<CliSpawnSpec, 'command' | 'args' | 'cwd' | 'env'>): ChildProcessWithoutNullStreams {
+  return spawn(spec.command, spec.args, {
+    cwd: spec.cwd,
+    env: spec.env,
+    detached: true, // own process group: signals reach the CLI and every tool it started
+    stdio: ['pipe', 'pipe', 'pipe']
+  })
+}
+
+/** Forks the spawn helper (spawn-helper.ts) with an IPC channel; its stdout and stderr are the gateway's. */
+export function forkHelper (modulePath: string, args: string[], execArgv: string[]): ChildProcess {
+  return fork(modulePath, args, { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'json' })
+}
 
 export interface CliProcessOptions {
   maxLineBytes: number
@@ -28,10 +71,12 @@ export interface CliProcessOptions {
    * time grows with the gateway's memory, and every session waits it out.
    */
   onSpawn?: ((seconds: number) => void) | undefined
+  /** Starts the process elsewhere (the spawn helper) instead of forking the gateway. */
+  spawner?: ChildSource | undefined
 }
 
 export class CliProcess implements CliHandle {
-  readonly #child: ChildProcessWithoutNullStreams
+  readonly #child: ChildLike
   readonly #options: CliProcessOptions
   readonly #callbacks: CliCallbacks
   readonly #sessionId: string
@@ -42,6 +87,9 @@ export class CliProcess implements CliHandle {
   #resolveExit!: (exit: CliExit) => void
   #exit: CliExit | null = null
   #pidFile: string | null = null
+  /** Lines written before the spawn helper handed over stdin, and whether stdin was ended meanwhile. */
+  #queued: string[] | null = null
+  #endQueued = false
 
   constructor (spec: CliSpawnSpec, callbacks: CliCallbacks, options: CliProcessOptions) {
     this.#options = options
@@ -50,15 +98,51 @@ export class CliProcess implements CliHandle {
     this.#exited = new Promise((resolve) => { this.#resolveExit = resolve })
 
     const started = process.hrtime.bigint()
-    this.#child = spawn(spec.command, spec.args, {
-      cwd: spec.cwd,
-      env: spec.env,
-      detached: true, // own process group: signals reach the CLI and every tool it started
-      stdio: ['pipe', 'pipe', 'pipe']
-    })
+    const child = this.#child = options.spawner?.spawn(spec) ?? spawnCli(spec)
     options.onSpawn?.(Number(process.hrtime.bigint() - started) / 1e9)
-    const child = this.#child
 
+    child.on('error', (err: SpawnFailure) => {
+      this.#log.error({ err }, 'cli process error')
+      if (child.pid !== undefined) return
+      const failed = { code: null, signal: null, stderrTail: [], spawnError: err.message }
+      if (this.#queued === null) { this.#finish(failed); return }
+      // The helper's start failed: the session learns it as a direct spawn() would have told it.
+      this.#queued = null
+      if (err.thrown === true && callbacks.onStartFailed !== undefined) {
+        this.#exit = failed
+        this.#resolveExit(failed)
+        callbacks.onStartFailed(err)
+        return
+      }
+      callbacks.onStart?.()
+      this.#finish(failed)
+    })
+    child.on('exit', () => {
+      // The CLI is gone; end anything it left in its group so the pipes close too.
+      void this.#killGroupLadder()
+    })
+    child.on('close', (code: number | null, signal: string | null) => {
+      this.#finish({ code, signal, stderrTail: [...this.#stderrTail] })
+    })
+    if (child.stdout !== null) { this.#attach(spec); return }
+    this.#queued = []
+    child.once('spawn', () => {
+      this.#attach(spec)
+      callbacks.onStart?.()
+    })
+  }
+
+  /** True while the spawn helper has not said yet whether the process runs (see CliHandle). */
+  get pending (): boolean {
+    return this.#queued !== null
+  }
+
+  /** Wires the pipes once they are here (at once for spawn(), at 'spawn' from the helper). */
+  #attach (spec: CliSpawnSpec): void {
+    const child = this.#child
+    const { stdin, stdout, stderr } = child as ChildLike & { stdin: Writable, stdout: Readable, stderr: Readable }
+    const options = this.#options
+    const callbacks = this.#callbacks
     if (child.pid !== undefined && options.pidDir !== undefined) {
       mkdirSync(options.pidDir, { recursive: true })
       // Named and marked by this gateway process too: gateways sharing DATA_DIR on one host
@@ -72,33 +156,28 @@ export class CliProcess implements CliHandle {
       onLine: callbacks.onLine,
       onOversize: callbacks.onOversize
     })
-    child.stdout.on('data', (chunk: Buffer) => splitter.push(chunk))
-    child.stdout.on('end', () => splitter.end())
+    stdout.on('data', (chunk: Buffer) => splitter.push(chunk))
+    stdout.on('end', () => splitter.end())
 
     // Split as bytes like stdout and decoded per line (a character split across chunks decodes
     // intact): no StringDecoder and its buffer kept per idle CLI, as setEncoding would.
-    const stderr = new NdjsonSplitter({
+    const lines = new NdjsonSplitter({
       maxLineBytes: options.maxLineBytes,
       onLine: (line) => { this.#stderrLine(line) },
       onOversize: (bytes) => { this.#stderrLine(`(a stderr line of ${bytes} bytes, not kept)`) }
     })
-    child.stderr.on('data', (chunk: Buffer) => { stderr.push(chunk) })
-    child.stderr.on('end', () => { stderr.end() })
+    stderr.on('data', (chunk: Buffer) => { lines.push(chunk) })
+    stderr.on('end', () => { lines.end() })
 
-    // A write racing the CLI's exit fails with EPIPE; the exit report covers it.
-    child.stdin.on('error', (err) => this.#log.debug({ err }, 'cli stdin error'))
-
-    child.on('error', (err) => {
-      this.#log.error({ err }, 'cli process error')
-      if (child.pid === undefined) this.#finish({ code: null, signal: null, stderrTail: [], spawnError: err.message })
-    })
-    child.on('exit', () => {
-      // The CLI is gone; end anything it left in its group so the pipes close too.
-      void this.#killGroupLadder()
-    })
-    child.on('close', (code, signal) => {
-      this.#finish({ code, signal, stderrTail: [...this.#stderrTail] })
-    })
+    // A write racing the CLI's exit fails with EPIPE; the exit report covers it. The helper's
+    // pipes arrive as two-way sockets, whose other half may report an error too: never fatal.
+    const pipeError = (err: Error): void => { this.#log.debug({ err }, 'cli pipe error') }
+    stdin.on('error', pipeError)
+    if (this.#queued !== null) { stdout.on('error', pipeError); stderr.on('error', pipeError) }
+    const queued = this.#queued
+    this.#queued = null
+    for (const line of queued ?? []) stdin.write(line)
+    if (this.#endQueued) stdin.end()
   }
 
   get pid (): number | undefined {
@@ -106,15 +185,18 @@ export class CliProcess implements CliHandle {
   }
 
   write (line: string): boolean {
+    if (this.#exit !== null || this.#endQueued) return false
+    if (this.#queued !== null) { this.#queued.push(line + '\n'); return true }
     const stdin = this.#child.stdin
-    if (this.#exit !== null || stdin.destroyed || stdin.writableEnded) return false
+    if (stdin === null || stdin.destroyed || stdin.writableEnded) return false
     stdin.write(line + '\n')
     return true
   }
 
   async stop (): Promise<CliExit> {
     if (this.#exit !== null) return this.#exit
-    this.#child.stdin.end()
+    if (this.#queued !== null) this.#endQueued = true
+    else this.#child.stdin?.end()
     if (await this.#waitExit(this.#options.stopTimeoutMs)) return this.#exited
     this.#signalGroup('SIGTERM')
     if (await this.#waitExit(this.#options.stopTimeoutMs)) return this.#exited

@@ -47,7 +47,7 @@ const PERMISSION_BUCKETS = [0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 360
  * page tables, about 1.6 ms at 80 MB of RSS and 13 ms at 440 MB on a 2-core
  * VM (docs/PERFORMANCE.md §22), and every session waits with it.
  */
-const SPAWN_BUCKETS = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25]
+const SPAWN_BUCKETS = [0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25]
 
 let processRegistry: Registry | null = null
 

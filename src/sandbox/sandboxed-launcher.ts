@@ -57,7 +57,16 @@ export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLaunche
         onExit: (exit) => {
           void proxy.close()
           callbacks.onExit(exit)
-        }
+        },
+        // Only when the caller listens: without it the handle reports the failure through onExit.
+        ...(callbacks.onStartFailed === undefined
+          ? {}
+          : {
+              onStartFailed: (err: Error) => {
+                void proxy.close()
+                callbacks.onStartFailed?.(err)
+              }
+            })
       })
     } catch (err) {
       // spawn itself threw (E2BIG, …): no CLI, so no exit callback will close the proxy.

@@ -192,7 +192,8 @@ export class SessionManager {
     }
     const session = this.#instantiate(record, lease)
     // Never throws: a spawn that fails (E2BIG, ENOENT) comes back as an error, the session already `exited`.
-    const failed = session.start()
+    // Answered once the CLI runs (with its pid), also when the spawn helper starts it.
+    const failed = session.start() ?? await session.started()
     // Counted as running from here (or not at all): the reservation is done.
     this.#reserved.delete(id)
     void this.#o.tenants?.changed()

@@ -45,6 +45,7 @@ import { type StatusHost, StatusRecorder } from './status-recorder.js'
 import { sessionView } from './session-view.js'
 import { errorFrame, gatewayFrame } from './frames.js'
 import { Turns } from './turns.js'
+import { Waiters } from './waiters.js'
 
 export type { ClientPort, EndReason, Role } from './audience.js'
 export type { AnswerInput, AnswerResult } from '../control/control-effects.js'
@@ -85,7 +86,10 @@ export class Session {
   /** True from a CLI's start until its exit has been recorded (its status frame and record queued). */
   #exitPending = false
   /** Who waits for that (close); a promise is made only for them, not per CLI (issue 14). */
-  #exitWaiters: Array<() => void> | null = null
+  #exitWaiters: Waiters<void> | null = null
+  /** While the spawn helper starts the CLI (CliHandle.pending): who waits to learn whether it runs. */
+  #startWaiters: Waiters<GatewayError | null> | null = null
+  #starting = false
 
   /**
    * What the event log and every collaborator are given (each sees its own interface of it):
@@ -297,17 +301,49 @@ export class Session {
       cli = this.#deps.launch(spec, {
         onLine: (line) => { if (this.#cli === cli) this.#output.line(line) },
         onOversize: (bytes) => this.#output.reject('too_large', bytes, ''),
-        onExit: (exit) => { if (this.#cli === cli) this.#onExit(exit) }
+        onExit: (exit) => { if (this.#cli === cli) this.#onExit(exit) },
+        onStart: () => { if (this.#cli === cli) this.#began() },
+        onStartFailed: (err) => { if (this.#cli === cli) this.#startFailed(err) }
       })
     } catch (err) {
       return this.#status.spawnFailed(err)
     }
     this.#cli = cli
     this.#exitPending = true
-    this.#status.set('starting')
+    // Started by the spawn helper: `starting` (with the pid) once it says the CLI runs.
+    if (cli.pending === true) this.#starting = true
+    else this.#status.set('starting')
     this.#control.cliStarted(opening)
     this.#armIdle()
     return null
+  }
+
+  /**
+   * Settles once the CLI start() began is known to run (at once when it
+   * started synchronously), with the error when starting it failed after all
+   * (what start() returns for a spawn that throws at once).
+   */
+  started (): Promise<GatewayError | null> {
+    if (!this.#starting) return Promise.resolve(null)
+    return (this.#startWaiters ??= new Waiters()).wait()
+  }
+
+  #began (): void {
+    this.#starting = false
+    if (!this.#stopping) this.#status.set('starting')
+    this.#startWaiters?.wakeAll(null)
+  }
+
+  /** The spawn helper could not start the CLI: as when spawn() throws in start(), but later. */
+  #startFailed (err: Error): void {
+    this.#starting = false
+    this.#cli = null
+    this.#stopping = false
+    this.#idle.disarm()
+    this.#control.cliExited()
+    const error = this.#status.spawnFailed(err)
+    this.#exitDone()
+    this.#startWaiters?.wakeAll(error)
   }
 
   /** Ends the CLI: stdin closed, SIGTERM, SIGKILL. History and record stay. */
@@ -512,17 +548,12 @@ export class Session {
   /** Settles once the running CLI's exit has been recorded (at once when none runs). */
   #exitHandled (): Promise<void> {
     if (!this.#exitPending) return Promise.resolve()
-    return new Promise((resolve) => {
-      this.#exitWaiters ??= []
-      this.#exitWaiters.push(resolve)
-    })
+    return (this.#exitWaiters ??= new Waiters()).wait()
   }
 
   #exitDone (): void {
     this.#exitPending = false
-    const waiters = this.#exitWaiters
-    this.#exitWaiters = null
-    for (const wake of waiters ?? []) wake()
+    this.#exitWaiters?.wakeAll()
   }
 
   #armIdle (): void {

@@ -1,7 +1,9 @@
 /**
  * Nothing a CLI started survives its gateway. A gateway process SIGKILLed
- * mid-session leaves its CLI to die of the broken pipe, but a background tool
- * process (`sleep ... &`) the CLI started keeps running, orphaned, in the
+ * mid-session leaves its spawn helper (CLI_SPAWN=helper, the default) to end
+ * the CLI's process group, background tools (`sleep ... &`) and all. When the
+ * helper dies with it (both SIGKILLed, as by an OOM kill), the CLI dies of
+ * the broken pipe but a background tool keeps running, orphaned, in the
  * CLI's process group. The next gateway on the same DATA_DIR must end that
  * group from the CLI's pid file although its leader is gone, and still never
  * signal a group whose id was reused (told apart by the recorded start time).
@@ -12,7 +14,7 @@
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -51,7 +53,14 @@ async function turnText (holder: TestClient, prompt: string): Promise<string> {
     .filter((b: any) => b.type === 'text').map((b: any) => b.text as string).join('\n')
 }
 
+/** The parent pid of a process, from /proc. */
+function parentOf (pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+}
+
 describe('a gateway crash', () => {
+  const auth = { authorization: `Bearer ${TOKEN_A}` }
   const dataDir = mkdtempSync(join(tmpdir(), 'cgw-orphans-'))
   const prefix = `cgw-test:${randomUUID()}:`
   const gateways: GatewayProcess[] = []
@@ -62,16 +71,18 @@ describe('a gateway crash', () => {
     await rm(dataDir, { recursive: true, force: true })
   })
 
-  it('leaves no tool process of its CLIs running once the next gateway is up', { timeout: 30_000 }, async (t) => {
-    const first = await startGatewayProcess(env)
-    gateways.push(first)
-    const auth = { authorization: `Bearer ${TOKEN_A}` }
-    const res = await fetch(`${first.url}/v1/sessions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{}' })
+  /** A gateway with one session whose CLI started `sleep 1000 &`: the processes involved. */
+  async function sessionWithBackgroundTool (t: { after: (fn: () => void) => void }): Promise<{ gateway: GatewayProcess, session: { id: string }, cli: Started, sleep: Started, helper: Started }> {
+    const gateway = await startGatewayProcess(env)
+    gateways.push(gateway)
+    const res = await fetch(`${gateway.url}/v1/sessions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{}' })
     assert.equal(res.status, 201)
     const session = await res.json() as { id: string, pid: number }
     assert.ok(Number.isInteger(session.pid) && processAlive(session.pid), 'the session\'s CLI runs')
     const cli = remember(session.pid)
-    const holder = await TestClient.open(`${first.url.replace('http', 'ws')}/v1/sessions/${session.id}/ws`, auth)
+    const helper = remember(parentOf(cli.pid))
+    assert.equal(parentOf(helper.pid), gateway.pid, 'the CLI\'s parent is the gateway\'s spawn helper')
+    const holder = await TestClient.open(`${gateway.url.replace('http', 'ws')}/v1/sessions/${session.id}/ws`, auth)
     t.after(() => holder.terminate())
     await holder.waitFor(isHello)
 
@@ -80,7 +91,21 @@ describe('a gateway crash', () => {
     assert.ok(match !== null, `the fake CLI's answer names the background pid: ${JSON.stringify(text)}`)
     const sleep = remember(Number(match[1]))
     assert.ok(processAlive(sleep.pid))
+    return { gateway, session, cli, sleep, helper }
+  }
 
+  it('leaves its spawn helper to end its CLIs and their tool processes at once', { timeout: 30_000 }, async (t) => {
+    const { gateway, cli, sleep, helper } = await sessionWithBackgroundTool(t)
+    await gateway.kill()
+    await eventually(() => !processAlive(sleep.pid) && !processAlive(cli.pid), 10_000, 'the CLI and its background process to be ended by the helper')
+    await eventually(() => !processAlive(helper.pid), 5000, 'the helper to exit')
+  })
+
+  it('leaves no tool process of its CLIs running once the next gateway is up, also when its spawn helper died with it', { timeout: 30_000 }, async (t) => {
+    const { gateway: first, session, cli, sleep, helper } = await sessionWithBackgroundTool(t)
+    // Both SIGKILLed, the helper first: nothing is left to end the group but the next gateway.
+    process.kill(helper.pid, 'SIGKILL')
+    await eventually(() => !processAlive(helper.pid), 5000, 'the helper to be gone')
     await first.kill()
     await eventually(() => !processAlive(cli.pid), 10_000, 'the CLI to die of its broken pipe')
     assert.ok(processAlive(sleep.pid), 'the background process outlived the gateway and its CLI')
@@ -90,7 +115,7 @@ describe('a gateway crash', () => {
     const second = await startGatewayProcess(env)
     gateways.push(second)
     await eventually(() => !processAlive(sleep.pid), 5000, 'the orphaned background process to be ended')
-    assert.deepEqual(readdirSync(join(dataDir, 'pids')), [], 'the pid file was consumed')
+    assert.deepEqual(readdirSync(join(dataDir, 'pids')).filter((f) => f.startsWith(`${session.id}.`)), [], 'the pid file was consumed')
 
     const after = await fetch(`${second.url}/v1/sessions/${session.id}`, { headers: auth })
     assert.equal(after.status, 200)

@@ -267,16 +267,29 @@ export async function commandLine (pid: number): Promise<string[]> {
   return text.split('\0').filter((a) => a !== '')
 }
 
-/** Pids of live (non-zombie) fake CLI processes that are children of this test process, from /proc. */
+/**
+ * Pids of live (non-zombie) fake CLI processes this test process started, from /proc: its
+ * children, or its children's (the gateway's spawn helper, CLI_SPAWN=helper, starts them).
+ */
 export async function fakeCliPids (): Promise<number[]> {
-  const pids: number[] = []
+  const parents = new Map<number, number>()
+  const live = new Set<number>()
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      if (fields[0] === 'Z' || Number(fields[1]) !== process.pid) continue
-      if ((await commandLine(Number(entry))).some((arg) => arg.includes(FAKE_CLI))) pids.push(Number(entry))
+      parents.set(Number(entry), Number(fields[1]))
+      if (fields[0] !== 'Z') live.add(Number(entry))
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  const ours = (pid: number): boolean => parents.get(pid) === process.pid || parents.get(parents.get(pid) ?? 0) === process.pid
+  const pids: number[] = []
+  for (const pid of live) {
+    try {
+      if (ours(pid) && (await commandLine(pid)).some((arg) => arg.includes(FAKE_CLI))) pids.push(pid)
     } catch {
       // the process ended while we looked
     }

@@ -91,16 +91,18 @@ describe('Metrics', () => {
     assert.equal(sample(body, 'cgw_cli_exits_total{code="none",signal="none"}'), 1)
   })
 
-  it('puts CLI starts in millisecond buckets: a fork of a large gateway takes tens of them', async () => {
+  it('puts CLI starts in buckets from 50 µs (a request to the spawn helper) to tens of ms (a fork of a large gateway)', async () => {
     const metrics = new Metrics()
+    metrics.cliSpawned(0.00003)
     metrics.cliSpawned(0.0008)
     metrics.cliSpawned(0.013)
     const { body } = await metrics.scrape()
-    assert.equal(sample(body, 'cgw_cli_spawn_seconds_bucket{le="0.0005"}'), 0)
-    assert.equal(sample(body, 'cgw_cli_spawn_seconds_bucket{le="0.001"}'), 1)
-    assert.equal(sample(body, 'cgw_cli_spawn_seconds_bucket{le="0.01"}'), 1)
-    assert.equal(sample(body, 'cgw_cli_spawn_seconds_bucket{le="0.02"}'), 2)
-    assert.equal(sample(body, 'cgw_cli_spawn_seconds_count'), 2)
+    assert.equal(sample(body, 'cgw_cli_spawn_seconds_bucket{le="0.00005"}'), 1)
+    assert.equal(sample(body, 'cgw_cli_spawn_seconds_bucket{le="0.0005"}'), 1)
+    assert.equal(sample(body, 'cgw_cli_spawn_seconds_bucket{le="0.001"}'), 2)
+    assert.equal(sample(body, 'cgw_cli_spawn_seconds_bucket{le="0.01"}'), 2)
+    assert.equal(sample(body, 'cgw_cli_spawn_seconds_bucket{le="0.02"}'), 3)
+    assert.equal(sample(body, 'cgw_cli_spawn_seconds_count'), 3)
   })
 })
 

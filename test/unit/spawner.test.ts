@@ -1,0 +1,172 @@
+/**
+ * CLIs started through the spawn helper (src/cli/spawner.ts and
+ * spawn-helper.ts, CLI_SPAWN=helper) behave as CLIs the gateway spawns
+ * itself: every byte they write, also before the pipes were handed over,
+ * arrives; lines written before they run reach them in order; exits, start
+ * failures and stops are reported as CliProcess reports them. And the
+ * helper's own end: a helper that dies costs no running CLI, and a closed
+ * spawner leaves no process. Real helper, real child processes.
+ */
+import assert from 'node:assert/strict'
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs'
+import { after, describe, it } from 'node:test'
+import pino from 'pino'
+import type { CliCallbacks, CliExit } from '../../src/cli/cli-handle.js'
+import { CliProcess, forkHelper } from '../../src/cli/cli-process.js'
+import { type HelperChannel, Spawner } from '../../src/cli/spawner.js'
+import { processAlive } from '../support/gateway.js'
+import { eventually } from '../support/waiters.js'
+
+const logger = pino({ level: 'silent' })
+const env = { PATH: process.env.PATH ?? '/usr/bin:/bin' }
+
+function parentOf (pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+}
+
+interface Run {
+  cli: CliProcess
+  lines: string[]
+  events: string[]
+  exit: Promise<CliExit>
+  startFailed: Promise<Error>
+}
+
+describe('the spawn helper', { timeout: 30_000 }, () => {
+  let helper = null as HelperChannel | null
+  const spawner = new Spawner({
+    logger,
+    stopTimeoutMs: 500,
+    fork: (path, args, execArgv) => { helper = forkHelper(path, args, execArgv) as unknown as HelperChannel; return helper }
+  })
+  after(async () => { await spawner.close() })
+
+  function run (script: string, extra: Partial<CliCallbacks> = {}, command = 'sh', args = ['-c', script]): Run {
+    const lines: string[] = []
+    const events: string[] = []
+    let exited: (exit: CliExit) => void = () => {}
+    let failed: (err: Error) => void = () => {}
+    const exit = new Promise<CliExit>((resolve) => { exited = resolve })
+    const startFailed = new Promise<Error>((resolve) => { failed = resolve })
+    const cli = new CliProcess({ command, args, cwd: process.cwd(), env, sessionId: 'spawner-test' }, {
+      onLine: (line) => { lines.push(line); events.push('line') },
+      onOversize: () => {},
+      onExit: (e) => { events.push('exit'); exited(e) },
+      onStart: () => { events.push('start') },
+      onStartFailed: (err) => { events.push('start_failed'); failed(err) },
+      ...extra
+    }, { maxLineBytes: 1 << 16, stopTimeoutMs: 500, logger, spawner })
+    return { cli, lines, events, exit, startFailed }
+  }
+
+  it('hands over the pipes with every byte the CLI wrote before, and queues what is written before it runs', async () => {
+    // Writes at once, before the gateway holds its pipes, then echoes stdin and exits 3.
+    const r = run('echo early; echo "to stderr" >&2; while read l; do echo "got $l"; done; exit 3')
+    assert.equal(r.cli.pending, true, 'the helper has not answered yet')
+    assert.equal(r.cli.pid, undefined)
+    assert.equal(r.cli.write('one'), true)
+    assert.equal(r.cli.write('two'), true)
+    await eventually(() => r.events.includes('start'), 5000, 'the start')
+    assert.equal(r.cli.pending, false)
+    const pid = Number(r.cli.pid) // (narrowed to undefined by the assertion above)
+    assert.ok(Number.isInteger(pid) && processAlive(pid))
+    assert.equal(parentOf(pid), helper?.pid, 'started by the helper, not by this process')
+    assert.equal(r.cli.write('three'), true)
+    const stopped = r.cli.stop()
+    const exit = await r.exit
+    assert.equal((await stopped).code, 3)
+    assert.deepEqual(r.lines, ['early', 'got one', 'got two', 'got three'])
+    assert.deepEqual(exit.stderrTail, ['to stderr'])
+    assert.equal(exit.code, 3)
+    assert.deepEqual([r.events[0], r.events[r.events.length - 1]], ['start', 'exit'])
+  })
+
+  it('gives the CLI no descriptor of the helper\'s (its channel to the gateway carries every session\'s start): only its three pipes', async () => {
+    const r = run('read line')
+    await eventually(() => r.events.includes('start'), 5000, 'the start')
+    const pid = r.cli.pid as number
+    const targets = (p: number | 'self'): Map<string, string> => new Map(readdirSync(`/proc/${p}/fd`).map((fd) => {
+      try { return [fd, readlinkSync(`/proc/${p}/fd/${fd}`)] } catch { return [fd, ''] }
+    }))
+    // What this test process itself inherited (from the shell that ran it) is inherited alike; not the helper's.
+    const inherited = new Set(targets('self').values())
+    const own = [...targets(pid)].filter(([, target]) => !inherited.has(target)).map(([fd]) => fd).sort()
+    assert.deepEqual(own, ['0', '1', '2'])
+    const helperFiles = new Set([...targets(helper?.pid as number).values()].filter((t) => !inherited.has(t)))
+    assert.deepEqual([...targets(pid).values()].filter((t) => helperFiles.has(t)), [], 'nothing the helper holds')
+    void r.cli.stop()
+    await r.exit
+  })
+
+  it('reports CLIs that exit at once, their pipes closed before the helper said they run', async () => {
+    // Empty stderr closes as soon as the process is gone, often before the 'spawned' message.
+    const runs = Array.from({ length: 20 }, (_, i) => run(i % 2 === 0 ? 'exit 7' : 'echo "last line, no newline" | tr -d "\\n"; exit 7'))
+    const exits = await Promise.all(runs.map((r) => r.exit))
+    assert.deepEqual(exits.map((e) => e.code), runs.map(() => 7))
+    assert.deepEqual(runs.map((r) => r.lines), runs.map((_, i) => i % 2 === 0 ? [] : ['last line, no newline']))
+  })
+
+  it('reports a command that cannot run as spawn() does: started, then exited with the error', async () => {
+    const r = run('', {}, '/nonexistent/claude', [])
+    const exit = await r.exit
+    assert.match(exit.spawnError ?? '', /ENOENT/)
+    assert.deepEqual(r.events, ['start', 'exit'])
+    assert.equal(r.cli.write('late'), false)
+  })
+
+  it('reports a start that spawn() refuses outright (E2BIG) through onStartFailed, with no exit', async () => {
+    // One environment string over Linux's 128 KiB per-string limit: execve fails with E2BIG.
+    let failed: (err: Error) => void = () => {}
+    const big = new CliProcess({ command: 'true', args: [], cwd: process.cwd(), env: { ...env, HUGE: 'x'.repeat(200 * 1024) }, sessionId: 'e2big' }, {
+      onLine: () => {}, onOversize: () => {}, onExit: () => { assert.fail('no exit after a failed start') }, onStartFailed: (err) => { failed(err) }
+    }, { maxLineBytes: 1 << 16, stopTimeoutMs: 500, logger, spawner })
+    const err = await new Promise<Error>((resolve) => { failed = resolve })
+    assert.match(err.message, /E2BIG/)
+    assert.equal((await big.stop()).spawnError, err.message)
+  })
+
+  it('keeps a running CLI when the helper dies, reports its exit once its pipes close, and starts the next CLI with a new helper', async () => {
+    const r = run('while read l; do echo "got $l"; done')
+    await eventually(() => r.events.includes('start'), 5000, 'the start')
+    const first = helper as HelperChannel
+    const gone = new Promise((resolve) => first.once('exit', resolve))
+    first.kill('SIGKILL')
+    await gone
+    assert.ok(processAlive(r.cli.pid as number), 'the CLI outlives its helper')
+    r.cli.write('still here')
+    await eventually(() => r.lines.includes('got still here'), 5000, 'the CLI to answer')
+    void r.cli.stop()
+    const exit = await r.exit
+    assert.equal(exit.code, null, 'the exit status went with the helper')
+
+    const next = run('echo again')
+    assert.equal((await next.exit).code, 0)
+    assert.deepEqual(next.lines, ['again'])
+    assert.notEqual(helper, first, 'a new helper')
+  })
+
+  it('ends, when closed, the helper and every CLI it still runs', async () => {
+    const own = new Spawner({ logger, stopTimeoutMs: 300, fork: forkHelper })
+    let pid = 0
+    const exited = new Promise<CliExit>((resolve) => {
+      const cli = new CliProcess({ command: 'sh', args: ['-c', 'trap "" TERM; sleep 100 & wait'], cwd: process.cwd(), env, sessionId: 'close' }, {
+        onLine: () => {}, onOversize: () => {}, onExit: resolve, onStart: () => { pid = cli.pid as number }
+      }, { maxLineBytes: 1 << 16, stopTimeoutMs: 300, logger, spawner: own })
+    })
+    await eventually(() => pid > 0, 5000, 'the start')
+    await own.close()
+    // It ignores SIGTERM (and so does its sleep): the helper's SIGKILL ended it, and the
+    // helper exited at once, so the exit is known by the pipes closing, without a status.
+    const exit = await exited
+    assert.equal(processAlive(pid), false)
+    assert.deepEqual([exit.code, exit.signal], [null, null])
+    const late = await new Promise<string>((resolve) => {
+      const cli = new CliProcess({ command: 'true', args: [], cwd: process.cwd(), env, sessionId: 'late' }, {
+        onLine: () => {}, onOversize: () => {}, onExit: (e) => { resolve(e.spawnError ?? '') }
+      }, { maxLineBytes: 1 << 16, stopTimeoutMs: 300, logger, spawner: own })
+      void cli
+    })
+    assert.match(late, /closing/)
+  })
+})
