@@ -19,9 +19,9 @@
  * `{op: 'exit', id, code, signal}`.
  *
  * When the gateway goes (its channel closes, also when it was SIGKILLed),
- * the helper ends every process group it started still running: SIGTERM,
- * then SIGKILL after the grace given as its first argument (ms), then it
- * exits. It ignores SIGINT and SIGTERM: sent to the gateway's process group
+ * the helper ends every process group it started that still has members:
+ * SIGTERM, then SIGKILL after the grace given as its first argument (ms),
+ * then it exits. It ignores SIGINT and SIGTERM: sent to the gateway's process group
  * (a terminal's Ctrl-C) they reach it too, while the gateway, stopping its
  * CLIs, still needs it to learn their exits.
  */
@@ -39,8 +39,12 @@ interface SpawnRequest {
 }
 
 const graceMs = Number(process.argv[2] ?? 3000)
-/** Request id → pid of each CLI started and not yet exited. */
-const running = new Map<number, number>()
+/**
+ * Process groups (each the pid of the CLI that leads it) that may still have
+ * members: a running CLI's, and, for `graceMs` after it exited, what it left
+ * in its group.
+ */
+const groups = new Set<number>()
 
 function tell (message: Record<string, unknown>, handle?: Socket): void {
   if (process.connected && process.send !== undefined) process.send(message, handle)
@@ -66,7 +70,7 @@ function start (m: SpawnRequest): void {
   // Node began reading stdout and stderr in spawn(); stopped before anything can arrive (that
   // needs a turn of the event loop), so every byte stays in the pipe for the gateway to read.
   for (const stream of [child.stdout, child.stderr]) (stream as unknown as { _handle: { readStop: () => number } | null })._handle?.readStop()
-  running.set(id, pid)
+  groups.add(pid)
   // Each pipe leaves with its message; this process closes its copy once the gateway has it.
   child.stdio.slice(0, 3).forEach((pipe, fd) => { tell({ op: 'pipe', id, fd }, pipe as Socket) })
   tell({ op: 'spawned', id, pid })
@@ -76,10 +80,28 @@ function start (m: SpawnRequest): void {
   ;(child as { stdin: unknown }).stdin = (child as { stdout: unknown }).stdout = (child as { stderr: unknown }).stderr = null
   child.spawnargs.length = 0
   child.on('exit', (code, signal) => {
-    running.delete(id)
     tell({ op: 'exit', id, code, signal })
-    if (ending && running.size === 0) process.exit(0)
+    endLeftovers(pid)
   })
+}
+
+/**
+ * What a CLI left in its group (background tools) is ended here too, as the
+ * gateway does on the exit message: a CLI that dies of its gateway's death
+ * (the pipes break) may exit before this process hears that the channel
+ * closed, and its tools must not outlive both.
+ */
+function endLeftovers (pgid: number): void {
+  if (!signalGroup(pgid, 'SIGTERM')) { settled(pgid); return }
+  setTimeout(() => {
+    if (signalGroup(pgid, 0)) signalGroup(pgid, 'SIGKILL')
+    settled(pgid)
+  }, graceMs)
+}
+
+function settled (pgid: number): void {
+  groups.delete(pgid)
+  if (ending && groups.size === 0) process.exit(0)
 }
 
 let ending = false
@@ -88,10 +110,10 @@ let ending = false
 function end (): void {
   if (ending) return
   ending = true
-  if (running.size === 0) process.exit(0)
-  for (const pid of running.values()) signalGroup(pid, 'SIGTERM')
+  if (groups.size === 0) process.exit(0)
+  for (const pgid of groups) signalGroup(pgid, 'SIGTERM')
   setTimeout(() => {
-    for (const pid of running.values()) signalGroup(pid, 'SIGKILL')
+    for (const pgid of groups) signalGroup(pgid, 'SIGKILL')
     process.exit(0)
   }, graceMs)
 }

@@ -107,6 +107,17 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
     assert.deepEqual(runs.map((r) => r.lines), runs.map((_, i) => i % 2 === 0 ? [] : ['last line, no newline']))
   })
 
+  it('ends, itself, what an exited CLI left in its group, so its tools never outlive a gateway that died as the CLI exited', async () => {
+    // Straight from the spawner, without CliProcess (whose exit ladder would do the same in the gateway).
+    const child = spawner.spawn({ command: 'sh', args: ['-c', 'sleep 1000 >/dev/null 2>&1 & echo $!'], cwd: process.cwd(), env })
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    let out = ''
+    child.once('spawn', () => { child.stdout?.on('data', (d: Buffer) => { out += d.toString('utf8') }) })
+    await exited
+    const sleep = Number(await eventually(() => /^(\d+)\n/.exec(out)?.[1], 5000, 'the background pid'))
+    await eventually(() => !processAlive(sleep), 5000, 'the helper to end the background sleep')
+  })
+
   it('reports a command that cannot run as spawn() does: started, then exited with the error', async () => {
     const r = run('', {}, '/nonexistent/claude', [])
     const exit = await r.exit
