@@ -13,6 +13,7 @@
 import { EventEmitter } from 'node:events'
 import type { Socket } from 'node:net'
 import type { Readable, Writable } from 'node:stream'
+import { fileURLToPath } from 'node:url'
 import type { Logger } from 'pino'
 import type { CliSpawnSpec } from './cli-handle.js'
 import type { ChildLike, ChildSource, SpawnFailure } from './cli-process.js'
@@ -75,7 +76,7 @@ export class Spawner implements ChildSource {
     // Small heaps: it allocates little, and V8 would otherwise grow its young generation to
     // 16 MB under a burst of a thousand starts, and keep it (PERFORMANCE.md §23).
     const flags = [...loaderFlags(process.execArgv), '--max-semi-space-size=1', '--optimize-for-size']
-    const helper = this.#o.fork(new URL(`./spawn-helper${ext}`, import.meta.url).pathname, [String(this.#o.stopTimeoutMs)], flags)
+    const helper = this.#o.fork(fileURLToPath(new URL(`./spawn-helper${ext}`, import.meta.url)), [String(this.#o.stopTimeoutMs)], flags)
     const children = this.#children = new Map()
     this.#helper = helper
     helper.on('message', (m: HelperMessage, handle?: Socket) => { this.#receive(children, m, handle) })
