@@ -14,14 +14,14 @@
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { processStartTime, reapOrphans } from '../../src/cli/reaper.js'
 import { isHello } from '../support/frames.js'
-import { TestClient, TOKEN_A, eventually, processAlive } from '../support/gateway.js'
+import { TestClient, TOKEN_A, eventually, parentOf, processAlive } from '../support/gateway.js'
 import { type GatewayProcess, fakeCliEnv, startGatewayProcess } from '../support/gateway-process.js'
 import { REDIS_URL, deleteKeys } from '../support/redis-server.js'
 
@@ -51,12 +51,6 @@ async function turnText (holder: TestClient, prompt: string): Promise<string> {
   await holder.waitFor((f) => f.type === 'result', 10_000, from)
   return holder.frames.slice(from).filter((f) => f.type === 'assistant').flatMap((f) => f.message.content)
     .filter((b: any) => b.type === 'text').map((b: any) => b.text as string).join('\n')
-}
-
-/** The parent pid of a process, from /proc. */
-function parentOf (pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
 }
 
 describe('a gateway crash', () => {

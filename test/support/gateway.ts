@@ -297,6 +297,12 @@ export async function fakeCliPids (): Promise<number[]> {
   return pids.sort((a, b) => a - b)
 }
 
+/** The parent pid of a process, from /proc (the spawn helper's, for a CLI it started). */
+export function parentOf (pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+}
+
 /** True when a process with that pid exists (and is not a zombie). */
 export function processAlive (pid: number): boolean {
   try {

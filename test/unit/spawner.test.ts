@@ -8,22 +8,17 @@
  * spawner leaves no process. Real helper, real child processes.
  */
 import assert from 'node:assert/strict'
-import { readFileSync, readdirSync, readlinkSync } from 'node:fs'
+import { readdirSync, readlinkSync } from 'node:fs'
 import { after, describe, it } from 'node:test'
 import pino from 'pino'
 import type { CliCallbacks, CliExit } from '../../src/cli/cli-handle.js'
 import { CliProcess, forkHelper } from '../../src/cli/cli-process.js'
 import { type HelperChannel, Spawner } from '../../src/cli/spawner.js'
-import { processAlive } from '../support/gateway.js'
+import { parentOf, processAlive } from '../support/gateway.js'
 import { eventually } from '../support/waiters.js'
 
 const logger = pino({ level: 'silent' })
 const env = { PATH: process.env.PATH ?? '/usr/bin:/bin' }
-
-function parentOf (pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-}
 
 interface Run {
   cli: CliProcess
