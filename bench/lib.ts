@@ -10,7 +10,7 @@ import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Redis } from 'ioredis'
 
 export const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url))
@@ -104,6 +104,26 @@ export function helperPids (gatewayPid: number): number[] {
     } catch { /* gone meanwhile */ }
   }
   return pids
+}
+
+/**
+ * Has the spawn helper `pid` run a full GC (bench/helper-gc.mjs) and waits
+ * until it says so, for at most 5 s; false when it did not or could not be
+ * asked yet (its RSS is then read with its garbage).
+ */
+async function helperGc (pid: number, dir: string): Promise<boolean> {
+  const file = join(dir, String(pid))
+  const count = (): number => { try { return Number(readFileSync(file, 'utf8')) } catch { return -1 } }
+  const before = count()
+  // No file yet: the helper is still loading, and SIGUSR2 would end it.
+  if (before < 0) return false
+  try { process.kill(pid, 'SIGUSR2') } catch { return false }
+  const deadline = Date.now() + 5000
+  while (Date.now() < deadline) {
+    if (count() > before) return true
+    await sleep(5)
+  }
+  return false
 }
 
 /** The hard limit on open files for this process (children inherit it; Node raises the soft limit to it). */
@@ -211,7 +231,9 @@ export async function startGateway (options: GatewayOptions = {}): Promise<Gatew
   const entry = process.env.BENCH_GATEWAY_PROC ?? join(BENCH_DIR, 'gateway-proc.mjs')
   // BENCH_GATEWAY_NODE_ARGS: extra node flags for the gateway (diagnostics, e.g. --trace-gc).
   const extra = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(/\s+/).filter((a) => a !== '')
-  const args = ['--expose-gc', ...NODE_FLAGS, ...extra, entry]
+  // Its spawn helper gets the preload too (a loader flag), and collects its garbage when told (helper-gc.mjs).
+  env.BENCH_HELPER_GC_DIR = dataDir
+  const args = ['--expose-gc', '--import', pathToFileURL(join(BENCH_DIR, 'helper-gc.mjs')).href, ...NODE_FLAGS, ...extra, entry]
   const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
   children.add(child)
   let nextId = 1
@@ -245,7 +267,9 @@ export async function startGateway (options: GatewayOptions = {}): Promise<Gatew
       const got = new Promise<any>((resolve) => waiting.set(id, resolve))
       child.send({ cmd: 'stats', id })
       const stats = await got
-      return { ...stats, proc_rss: procRss(pid), helper_rss: helperPids(pid).reduce((sum, p) => sum + procRss(p), 0), fds: procFds(pid) }
+      const helpers = helperPids(pid)
+      await Promise.all(helpers.map(async (p) => { await helperGc(p, dataDir) }))
+      return { ...stats, proc_rss: procRss(pid), helper_rss: helpers.reduce((sum, p) => sum + procRss(p), 0), fds: procFds(pid) }
     },
     async profile (label) {
       if (options.profileDir === undefined) return
