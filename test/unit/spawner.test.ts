@@ -10,6 +10,8 @@
 import assert from 'node:assert/strict'
 import { readdirSync, readlinkSync } from 'node:fs'
 import { after, describe, it } from 'node:test'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import pino from 'pino'
 import type { CliCallbacks, CliExit } from '../../src/cli/cli-handle.js'
 import { CliProcess, forkHelper } from '../../src/cli/cli-process.js'
@@ -19,6 +21,8 @@ import { eventually } from '../support/waiters.js'
 
 const logger = pino({ level: 'silent' })
 const env = { PATH: process.env.PATH ?? '/usr/bin:/bin' }
+setFlagsFromString('--expose-gc')
+const gc = runInNewContext('gc') as () => void
 
 interface Run {
   cli: CliProcess
@@ -75,6 +79,27 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
     assert.deepEqual(exit.stderrTail, ['to stderr'])
     assert.equal(exit.code, 3)
     assert.deepEqual([r.events[0], r.events[r.events.length - 1]], ['start', 'exit'])
+  })
+
+  it('keeps nothing of a running CLI\'s spawn spec (its arguments and environment) once it runs', async () => {
+    let started: () => void = () => {}
+    const start = new Promise<void>((resolve) => { started = resolve })
+    let exited: (exit: CliExit) => void = () => {}
+    const exit = new Promise<CliExit>((resolve) => { exited = resolve })
+    // Made in a function of its own, so that the test holds only a weak reference to the spec.
+    const [cli, ref] = ((): [CliProcess, WeakRef<object>] => {
+      const spec = { command: 'sh', args: ['-c', 'read l; exit 4'], cwd: process.cwd(), env: { ...env, BIG: 'x'.repeat(4096) }, sessionId: 'spawner-spec' }
+      const handle = new CliProcess(spec, { onLine: () => {}, onOversize: () => {}, onExit: (e) => { exited(e) }, onStart: () => { started() } },
+        { maxLineBytes: 1 << 16, stopTimeoutMs: 500, logger, spawner })
+      return [handle, new WeakRef(spec)]
+    })()
+    await start
+    gc()
+    const kept = ref.deref() !== undefined
+    assert.ok(cli.pid !== undefined && processAlive(cli.pid), 'the CLI still runs')
+    cli.write('go')
+    assert.equal((await exit).code, 4)
+    assert.equal(kept, false, 'the spawn spec of a running CLI is still reachable')
   })
 
   it('gives the CLI no descriptor of the helper\'s (its channel to the gateway carries every session\'s start): only its three pipes', async () => {
