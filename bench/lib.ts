@@ -108,22 +108,18 @@ export function helperPids (gatewayPid: number): number[] {
 
 /**
  * Has the spawn helper `pid` run a full GC (bench/helper-gc.mjs) and waits
- * until it says so, for at most 5 s; false when it did not or could not be
- * asked yet (its RSS is then read with its garbage).
+ * until it says so, for at most 5 s. A helper not yet able to be asked (still
+ * loading) is left alone: its RSS is then read with its garbage.
  */
-async function helperGc (pid: number, dir: string): Promise<boolean> {
+async function helperGc (pid: number, dir: string): Promise<void> {
   const file = join(dir, String(pid))
   const count = (): number => { try { return Number(readFileSync(file, 'utf8')) } catch { return -1 } }
   const before = count()
   // No file yet: the helper is still loading, and SIGUSR2 would end it.
-  if (before < 0) return false
-  try { process.kill(pid, 'SIGUSR2') } catch { return false }
+  if (before < 0) return
+  try { process.kill(pid, 'SIGUSR2') } catch { return }
   const deadline = Date.now() + 5000
-  while (Date.now() < deadline) {
-    if (count() > before) return true
-    await sleep(5)
-  }
-  return false
+  while (count() <= before && Date.now() < deadline) await sleep(5)
 }
 
 /** The hard limit on open files for this process (children inherit it; Node raises the soft limit to it). */
