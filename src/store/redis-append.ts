@@ -171,7 +171,7 @@ export class RedisAppender {
       // Merged with other sessions' appends of the same wave on a single Redis.
       outcome = this.#gate === null ? await this.#wave([only]) : [await this.#gate.submit(only)]
     } else {
-      const write = async (): Promise<AppendAnswer[]> => await this.#pipelined(jobs)
+      const write = async (): Promise<AppendAnswer[]> => await this.#inTurn(jobs)
       outcome = await (this.#gate === null ? write() : this.#gate.run(write))
     }
     const failed = outcome.find((r) => typeof r !== 'number')
@@ -245,22 +245,22 @@ export class RedisAppender {
   }
 
   /**
-   * A large batch of one session: its chunks as script calls issued in the
-   * same tick (on a single Redis inside the gate's corked wave, so written
-   * together), answered in order on the one connection. Chunks refused
-   * NOSCRIPT go again through the defined command one after another, each
-   * once the one before is answered: written back to back, the refusals
-   * are all of them from the first on, and sent together again, an EVAL
-   * loading the script in between could let a later chunk be written
-   * before an earlier one (whose events would then be skipped as held).
+   * A large batch of one session: its chunks as script calls one after
+   * another, each sent once the one before is answered, and none after one
+   * that failed. Sent together, a later call could be written past an
+   * earlier one that failed (an error inside the script, a refused write):
+   * when the event log wrote the batch again, the earlier call's events
+   * would be skipped as held, a hole in the stream that nothing reports. So
+   * a batch this large (an outage's held frames written back, frames of a
+   * megabyte) pays a round trip a call; one that fits a call, nearly every
+   * batch, is unaffected. NOSCRIPT is handled per call by #wave.
    */
-  async #pipelined (jobs: AppendJob[]): Promise<AppendAnswer[]> {
-    const settled = await Promise.allSettled(jobs.map(async (job) => await this.#framed([job])))
+  async #inTurn (jobs: AppendJob[]): Promise<AppendAnswer[]> {
     const out: AppendAnswer[] = []
-    for (const [i, s] of settled.entries()) {
-      if (s.status === 'fulfilled') out.push(s.value[0] as AppendAnswer)
-      else if (noScript(s.reason)) out.push((await this.#appendMany([jobs[i] as AppendJob]))[0] as AppendAnswer)
-      else throw s.reason
+    for (const job of jobs) {
+      const answer = (await this.#wave([job]))[0] as AppendAnswer
+      out.push(answer)
+      if (typeof answer !== 'number') break
     }
     return out
   }

@@ -45,7 +45,7 @@ describe('Redis ACL of docker/compose.yaml', () => {
     await store.ping()
     assert.equal(store.status, 'ready', 'the client passed its ready check (INFO)')
     const id = randomUUID()
-    // One chunk (EVALSHA, then EVAL after NOSCRIPT), then several chunks (pipelined EVAL), trimmed to ~10.
+    // One chunk (EVALSHA, then EVAL after NOSCRIPT), then several chunks (one call after another), trimmed to ~10.
     await store.append(id, events(1, 3))
     await store.append(id, events(4, 5))
     await store.append(id, events(6, 1500).map((e) => ({ ...e, frame: e.frame.padEnd(1000, ' ') })))

@@ -4,14 +4,15 @@
  * reach Redis in far fewer reads and script calls than there are appends,
  * because the ones that wait for the append in flight leave together, merged
  * into one script call (src/store/append-gate.ts); a session fenced in a
- * merged call is refused alone. A private redis-server, so its
+ * merged call is refused alone; a batch of several calls stops at the first
+ * that fails, so written again it leaves no hole. A private redis-server, so its
  * `total_reads_processed` and command counts are only this test's.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { RedisStore } from '../../src/store/redis.js'
 import { type RedisServer, redisCommand, startRedisServer } from '../support/redis-server.js'
-import { DEFAULT_RETENTION, events, frameFor } from '../support/store-contract.js'
+import { DEFAULT_RETENTION, events, frameFor, sizedFrame } from '../support/store-contract.js'
 
 async function readsProcessed (url: string): Promise<number> {
   const info = String(await redisCommand(url, ['INFO', 'stats']))
@@ -127,5 +128,22 @@ describe('RedisStore: appends of many sessions at once', () => {
     assert.equal(stored.length, 1601, 'every event stored, none skipped as held')
     assert.deepEqual(stored, events(1, 1601, 'big'))
     for (const id of ['small0', 'small1']) assert.deepEqual(await store.read(id, 0, 10), events(1, 3, id))
+  })
+
+  it('a batch of several script calls stops at the first that fails: nothing past it is written, and the batch written again leaves no hole', async () => {
+    // The node then knows the stream's largest-frame mark covers 300 bytes.
+    await store.append('holes', [{ seq: 1, frame: sizedFrame(1, 300) }])
+    // A mark Redis cannot read as a string: a call that must read it (a frame over 300 bytes) fails inside the script.
+    const mark = 'gate:{holes}:largest'
+    await redisCommand(server.url, ['DEL', mark])
+    await redisCommand(server.url, ['RPUSH', mark, 'not a number'])
+    // Two calls of 500 events: only the first brings a frame over 300 bytes, so only it reads the mark.
+    const batch = [{ seq: 2, frame: sizedFrame(2, 400) }, ...events(3, 1001, 'holes')]
+    await assert.rejects(store.append('holes', batch), /WRONGTYPE/)
+    assert.deepEqual((await store.read('holes', 0, 2000)).map((e) => e.seq), [1], 'the second call was not written past the failed first')
+    // Repaired, the batch is written again (as the event log does after a failed append): every event, in order.
+    await redisCommand(server.url, ['DEL', mark])
+    await store.append('holes', batch)
+    assert.deepEqual(await store.read('holes', 0, 2000), [{ seq: 1, frame: sizedFrame(1, 300) }, ...batch])
   })
 })
