@@ -60,6 +60,13 @@ export interface CliHandle {
   write: (line: string) => boolean
   /** Ends the process: stdin closed, then SIGTERM, then SIGKILL to its group. Resolves on exit. */
   stop: () => Promise<CliExit>
+  /**
+   * Stops reading its stdout until `resumeOutput` (the store is behind):
+   * once the pipe is full the CLI's own writes wait, instead of its lines
+   * piling up in the gateway.
+   */
+  pauseOutput?: () => void
+  resumeOutput?: () => void
 }
 
 export type CliLauncher = (spec: CliSpawnSpec, callbacks: CliCallbacks) => CliHandle

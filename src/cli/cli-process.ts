@@ -189,6 +189,14 @@ export class CliProcess implements CliHandle {
     return this.#child.pid
   }
 
+  pauseOutput (): void {
+    this.#child.stdout?.pause()
+  }
+
+  resumeOutput (): void {
+    this.#child.stdout?.resume()
+  }
+
   write (line: string): boolean {
     if (this.#exit !== null || this.#endQueued) return false
     if (this.#queued !== null) { this.#queued.push(line + '\n'); return true }

@@ -61,12 +61,27 @@ export interface EventLogOptions {
   onFenced?: () => void
   /** Asked once after a fenced refusal: true when the lease was taken back (it had only lapsed) and the write may be retried. */
   reclaim?: (lease: Lease) => Promise<boolean>
+  /**
+   * The events waiting for the append in flight reached BACKLOG_CHARS
+   * (true), or left for the store (false): the source of the lines should
+   * stop, then go on, so that what waits stays about one append's worth.
+   */
+  onBacklog?: (full: boolean) => void
 }
 
 /** At most this many lost ranges are remembered per session. */
 const MAX_LOST_RANGES = 100
 
 const RETRY_MIN_MS = 100
+/**
+ * Frame characters waiting behind the append in flight past which the log
+ * asks its source to pause (onBacklog): about one script call's worth
+ * (redis-append.ts). Unbounded, a CLI printing faster than the store writes
+ * piled its lines up here: batches of tens of thousands of lines, kept alive
+ * through every scavenge, so that collecting them cost more than relaying
+ * them, and memory without limit (docs/PERFORMANCE.md §25).
+ */
+export const BACKLOG_CHARS = 256 * 1024
 const RETRY_MAX_MS = 5000
 const WRITE_CHUNK = 1000
 /** Reading back a dropped range after an outage goes in pages of about this many bytes. */
@@ -79,6 +94,9 @@ export class EventLog {
   #pending: LogEvent[] = []
   #inFlight: Promise<void> | null = null
   #scheduled = false
+  /** Characters of the frames in #pending, counted while an append is in flight. */
+  #pendingChars = 0
+  #backlogged = false
   /** Committed but not yet in the store (only while degraded). */
   #unsaved: LogEvent[] = []
   #degraded = false
@@ -168,7 +186,12 @@ export class EventLog {
    */
   push (build: (seq: number) => string, buildObserver?: (seq: number) => string, line?: string): number {
     const seq = ++this.#seq
-    this.#pending.push({ seq, frame: build(seq), observerFrame: buildObserver?.(seq), line })
+    const frame = build(seq)
+    this.#pending.push({ seq, frame, observerFrame: buildObserver?.(seq), line })
+    if (this.#inFlight !== null && (this.#pendingChars += frame.length) >= BACKLOG_CHARS && !this.#backlogged) {
+      this.#backlogged = true
+      this.#o.onBacklog?.(true)
+    }
     this.#schedule()
     return seq
   }
@@ -251,6 +274,11 @@ export class EventLog {
     // mark-compacts that followed were the 100 × 100 latency tail
     // (docs/PERFORMANCE.md §17). splice allocates without such a site.
     const batch = this.#pending.splice(0)
+    this.#pendingChars = 0
+    if (this.#backlogged) {
+      this.#backlogged = false
+      this.#o.onBacklog?.(false)
+    }
     // Once, for the store and every client (frame-bytes.ts).
     encodeFrames(batch)
     const lease = this.#o.lease?.()
@@ -300,6 +328,11 @@ export class EventLog {
     if (this.#fenced) return
     this.#fenced = true
     this.#pending = []
+    this.#pendingChars = 0
+    if (this.#backlogged) {
+      this.#backlogged = false
+      this.#o.onBacklog?.(false)
+    }
     this.#unsaved = []
     if (this.#retryTimer !== null) clearTimeout(this.#retryTimer)
     this.#retryTimer = null

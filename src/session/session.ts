@@ -178,6 +178,11 @@ export class Session {
     }
 
     async reclaim (lease: Lease): Promise<boolean> { return await this.#s.#deps.ownership.reclaim(lease) }
+    onBacklog (full: boolean): void {
+      const cli = this.#s.#cli
+      if (full) cli?.pauseOutput?.()
+      else cli?.resumeOutput?.()
+    }
   }
 
   /** `lease`: this node's lease when it owns the session (created or taken here), else null. */

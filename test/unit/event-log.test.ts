@@ -1,11 +1,12 @@
 // The event log (src/session/event-log.ts) in-process, over the memory store
 // with a switch and a gate on appends: seqs, store-before-relay, one append in
 // flight, degraded mode (relay goes on, frames held and written back in
-// order), and the bound on held frames.
+// order), the bound on held frames, and the backlog signal that pauses the
+// CLI while the store is behind.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import pino from 'pino'
-import { EventLog, type LogEvent, type OverflowEpisode } from '../../src/session/event-log.js'
+import { BACKLOG_CHARS, EventLog, type LogEvent, type OverflowEpisode } from '../../src/session/event-log.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { StoredEvent } from '../../src/store/store.js'
 
@@ -40,6 +41,8 @@ interface Probe {
   overflow: OverflowEpisode[]
   /** What each `onDegraded(false, …)` said the outage dropped. */
   recovered: Array<OverflowEpisode | null>
+  /** Each `onBacklog` signal, in order. */
+  backlog: boolean[]
   /** Resolves once `check` holds after a commit or a state change. */
   until: (check: () => boolean) => Promise<void>
 }
@@ -56,6 +59,7 @@ function probe (options: { lastSeq?: number, maxUnsaved?: number, store?: GatedS
     degraded: [],
     overflow: [],
     recovered: [],
+    backlog: [],
     log: new EventLog({
       sessionId: 's1',
       store,
@@ -64,7 +68,8 @@ function probe (options: { lastSeq?: number, maxUnsaved?: number, store?: GatedS
       logger: pino({ level: 'silent' }),
       onCommit: (events) => { p.committed.push(...events); poke() },
       onDegraded: (d, lost) => { p.degraded.push(d); if (!d) p.recovered.push(lost); poke() },
-      onOverflow: (n) => { p.overflow.push(n); poke() }
+      onOverflow: (n) => { p.overflow.push(n); poke() },
+      onBacklog: (full) => { p.backlog.push(full); poke() }
     }),
     // The log's retry timer is unref'd: the deadline keeps the process alive meanwhile, and bounds the wait.
     until: (check) => check()
@@ -211,6 +216,35 @@ describe('event log', () => {
     await p.until(() => p.degraded.length === 2)
     assert.deepEqual(p.log.lostRanges, [])
     assert.deepEqual(p.recovered, [null])
+    p.log.close()
+  })
+
+  it('signals a backlog when BACKLOG_CHARS of frames wait behind the append in flight, and its end when they leave for the store', async () => {
+    const p = probe()
+    const big = 'x'.repeat(10_000)
+    const frame = (seq: number): string => JSON.stringify({ seq, big })
+    // Pushed with nothing in flight, however much: one batch, no signal.
+    for (let i = 0; i < 200; i++) p.log.push(frame)
+    assert.deepEqual(p.backlog, [])
+    p.store.hold()
+    await settled()
+    assert.equal(p.store.appends.length, 1, 'the first batch is in flight')
+    let pushed = 0
+    let chars = 0
+    while (p.backlog.length === 0) {
+      const seq = p.log.push(frame)
+      chars += frame(seq).length
+      pushed++
+    }
+    assert.deepEqual(p.backlog, [true])
+    assert.ok(chars >= BACKLOG_CHARS && chars - frame(p.log.lastSeq).length < BACKLOG_CHARS, 'signalled at the push that reached the mark')
+    p.log.push(frame)
+    assert.deepEqual(p.backlog, [true], 'signalled once')
+    p.store.release()
+    await p.until(() => p.backlog.length === 2)
+    assert.deepEqual(p.backlog, [true, false], 'the waiting frames left for the store')
+    await p.until(() => p.committed.length === 200 + pushed + 1)
+    assert.deepEqual(seqs(p.committed), Array.from({ length: 200 + pushed + 1 }, (_v, i) => i + 1))
     p.log.close()
   })
 })

@@ -8,7 +8,7 @@
  * spawner leaves no process. Real helper, real child processes.
  */
 import assert from 'node:assert/strict'
-import { readdirSync, readlinkSync } from 'node:fs'
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs'
 import { after, describe, it } from 'node:test'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
@@ -58,6 +58,24 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
     }, { maxLineBytes: 1 << 16, stopTimeoutMs: 500, logger, spawner })
     return { cli, lines, events, exit, startFailed }
   }
+
+  it('pauseOutput stops reading stdout, so the CLI waits on its own writes; resumeOutput lets the rest through, none lost', async () => {
+    const line = '{"type":"assistant","message":{"content":"the same line, as fast as yes prints it"}}'
+    const r = run('', {}, 'yes', [line])
+    await eventually(() => r.lines.length > 0, 5000, 'the first lines')
+    r.cli.pauseOutput()
+    const pid = Number(r.cli.pid)
+    // Blocked in its write once the socket between them is full: a state without an event, polled.
+    await eventually(() => readFileSync(`/proc/${pid}/wchan`, 'utf8') === 'sock_alloc_send_pskb', 5000, 'yes blocked writing its stdout')
+    const held = r.lines.length
+    // Turns of the event loop, each polling for I/O: a stream still flowing would deliver the waiting bytes.
+    for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(r.lines.length, held, 'no line read while paused')
+    r.cli.resumeOutput()
+    await eventually(() => r.lines.length > held + 10_000, 5000, 'lines again after resumeOutput')
+    assert.ok(r.lines.every((l) => l === line), 'no line lost or cut at the pause')
+    await r.cli.stop()
+  })
 
   it('hands over the pipes with every byte the CLI wrote before, and queues what is written before it runs', async () => {
     // Writes at once, before the gateway holds its pipes, then echoes stdin and exits 3.

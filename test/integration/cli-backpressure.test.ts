@@ -1,0 +1,103 @@
+/**
+ * A CLI that prints faster than the store writes is paused, not buffered
+ * without bound: once BACKLOG_CHARS of its lines wait behind the append in
+ * flight, the session asks the CLI handle to stop its output, and to go on
+ * once they leave for the store; every line still reaches the client, in
+ * order. Over a real WebSocket, with a store whose appends the test holds and
+ * an in-process CLI handle that records what it is asked.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import type { CliExit, CliLauncher } from '../../src/cli/cli-handle.js'
+import { BACKLOG_CHARS } from '../../src/session/event-log.js'
+import { MemoryStore } from '../../src/store/memory.js'
+import type { Lease, StoredEvent } from '../../src/store/store.js'
+import { eventually } from '../support/gateway.js'
+import { client, gateway } from '../support/sessions.js'
+
+/** A MemoryStore whose appends wait, while held, until the test releases them. */
+class HeldStore extends MemoryStore {
+  #gate: Promise<void> | null = null
+  #open = (): void => {}
+  /** Resolves when an append starts waiting on the gate. */
+  #waiting: (() => void) | null = null
+
+  hold (): Promise<void> {
+    this.#gate = new Promise((resolve) => { this.#open = resolve })
+    return new Promise((resolve) => { this.#waiting = resolve })
+  }
+
+  release (): void { this.#gate = null; this.#open() }
+
+  override async append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> {
+    const gate = this.#gate
+    if (gate !== null) {
+      this.#waiting?.()
+      this.#waiting = null
+      await gate
+    }
+    await super.append(sessionId, events, lease)
+  }
+}
+
+const LINES = 2000
+/** An assistant line of about 1 KB: 2 MB in all, several times BACKLOG_CHARS. */
+const line = (i: number): string => JSON.stringify({ type: 'assistant', message: { role: 'assistant', content: [{ type: 'text', text: `#${i} ${'x'.repeat(1000)}` }] } })
+
+describe('a CLI printing faster than the store writes', () => {
+  it('is paused once BACKLOG_CHARS wait behind the append in flight, resumed when they leave, and every line reaches the client in order', async (t) => {
+    const store = new HeldStore({ retention: { maxEventsPerSession: 100_000, ttlSecondsAfterEnd: 0 } })
+    const asked: string[] = []
+    let printed = 0
+    let pausedAt = -1
+    const launch: CliLauncher = (_spec, callbacks) => {
+      const exit: CliExit = { code: 0, signal: null, stderrTail: [] }
+      let ended = false
+      return {
+        pid: undefined,
+        write: (text) => {
+          if (!text.includes('"type":"user"')) return true
+          // One line first, so that its append is in flight (held), then the rest at once.
+          void (async () => {
+            const held = store.hold()
+            callbacks.onLine(line(printed++))
+            await held
+            while (printed < LINES) callbacks.onLine(line(printed++))
+          })()
+          return true
+        },
+        stop: async () => {
+          if (!ended) { ended = true; callbacks.onExit(exit) }
+          return exit
+        },
+        pauseOutput: () => { asked.push('pause'); pausedAt = printed },
+        resumeOutput: () => { asked.push('resume') }
+      }
+    }
+    const gw = await gateway(t, { parts: { launch, store } })
+    const id = (await gw.createSession()).id
+    const holder = await client(gw, t, id)
+    const from = holder.frames.length
+    holder.sendUser('print a lot')
+
+    // The lines after the first wait behind its append; the pause comes when they reach the mark, not at the end.
+    // State without an event (the handle is in-process): polled under a deadline.
+    await eventually(() => printed === LINES, 10_000, 'every line printed')
+    assert.deepEqual(asked, ['pause'], 'paused while the store holds the append in flight')
+    const frameChars = line(LINES - 1).length
+    assert.ok((pausedAt - 1) * frameChars >= BACKLOG_CHARS * 0.9 && (pausedAt - 2) * line(0).length < BACKLOG_CHARS,
+      `paused at line ${pausedAt}, when about ${BACKLOG_CHARS} characters waited`)
+    assert.equal(holder.frames.slice(from).filter((f) => f.type === 'assistant').length, 0, 'nothing relayed before it is stored')
+
+    store.release()
+    const texts = await holder.until(() => {
+      const got = holder.frames.slice(from).filter((f) => f.type === 'assistant')
+      return got.length === LINES ? got : undefined
+    }, 10_000, `${LINES} assistant frames`)
+    assert.deepEqual(asked, ['pause', 'resume'], 'resumed once the waiting lines left for the store')
+    assert.deepEqual(texts.map((f) => Number(/^#(\d+) /.exec(f.message.content[0].text)?.[1])), Array.from({ length: LINES }, (_v, i) => i))
+    const seqs = texts.map((f) => f.seq as number)
+    assert.ok(seqs.every((s, i) => i === 0 || s === (seqs[i - 1] as number) + 1), 'seqs ascend without a gap')
+    assert.equal((await store.read(id, 0, LINES + 100)).filter((e) => e.frame.includes('"type":"assistant"')).length, LINES, 'every line stored')
+  })
+})
