@@ -72,16 +72,18 @@ export interface EventLogOptions {
 /** At most this many lost ranges are remembered per session. */
 const MAX_LOST_RANGES = 100
 
-const RETRY_MIN_MS = 100
 /**
  * Frame characters waiting behind the append in flight past which the log
- * asks its source to pause (onBacklog): about one script call's worth
- * (redis-append.ts). Unbounded, a CLI printing faster than the store writes
- * piled its lines up here: batches of tens of thousands of lines, kept alive
- * through every scavenge, so that collecting them cost more than relaying
- * them, and memory without limit (docs/PERFORMANCE.md §25).
+ * asks its source to pause (onBacklog); a quarter of what one Redis script
+ * call carries (redis-append.ts), which measured better than a whole one.
+ * Unbounded, a CLI printing faster than the store writes piled its lines up
+ * here: batches of thousands of lines, kept alive through every scavenge,
+ * so that collecting them cost more than relaying them, and memory without
+ * limit (docs/PERFORMANCE.md §25).
  */
 export const BACKLOG_CHARS = 256 * 1024
+
+const RETRY_MIN_MS = 100
 const RETRY_MAX_MS = 5000
 const WRITE_CHUNK = 1000
 /** Reading back a dropped range after an outage goes in pages of about this many bytes. */
@@ -274,11 +276,7 @@ export class EventLog {
     // mark-compacts that followed were the 100 × 100 latency tail
     // (docs/PERFORMANCE.md §17). splice allocates without such a site.
     const batch = this.#pending.splice(0)
-    this.#pendingChars = 0
-    if (this.#backlogged) {
-      this.#backlogged = false
-      this.#o.onBacklog?.(false)
-    }
+    this.#backlogLeft()
     // Once, for the store and every client (frame-bytes.ts).
     encodeFrames(batch)
     const lease = this.#o.lease?.()
@@ -328,15 +326,19 @@ export class EventLog {
     if (this.#fenced) return
     this.#fenced = true
     this.#pending = []
-    this.#pendingChars = 0
-    if (this.#backlogged) {
-      this.#backlogged = false
-      this.#o.onBacklog?.(false)
-    }
+    this.#backlogLeft()
     this.#unsaved = []
     if (this.#retryTimer !== null) clearTimeout(this.#retryTimer)
     this.#retryTimer = null
     this.#o.onFenced?.()
+  }
+
+  /** Nothing waits behind the append in flight any more: the source may go on. */
+  #backlogLeft (): void {
+    this.#pendingChars = 0
+    if (!this.#backlogged) return
+    this.#backlogged = false
+    this.#o.onBacklog?.(false)
   }
 
   #commit (batch: LogEvent[]): void {
