@@ -4,9 +4,10 @@
  * In the helper only, with BENCH_HELPER_GC_DIR set: on SIGUSR2 it runs a full
  * GC, then writes how many it has run to <dir>/<pid> (0 once it can be
  * asked). bench/lib.ts waits for that before reading the helper's RSS, so the
- * helper is measured after a GC as the gateway is (gateway-proc.mjs `stats`). Read without one, the helper
- * still held the garbage of the burst of CLI starts just made, which V8's
- * memory reducer gives back only about 8 s later (docs/PERFORMANCE.md §24).
+ * helper is measured after a GC as the gateway is (gateway-proc.mjs `stats`).
+ * Read without one, the helper still held the garbage of the burst of CLI
+ * starts just made, which V8's memory reducer gives back only about 8 s later
+ * (docs/PERFORMANCE.md §24).
  */
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'

@@ -12,7 +12,6 @@ import type { CliExit, CliLauncher } from '../../src/cli/cli-handle.js'
 import { BACKLOG_CHARS } from '../../src/session/event-log.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { Lease, StoredEvent } from '../../src/store/store.js'
-import { eventually } from '../support/gateway.js'
 import { client, gateway } from '../support/sessions.js'
 
 /** A MemoryStore whose appends wait, while held, until the test releases them. */
@@ -45,11 +44,13 @@ const LINES = 2000
 const line = (i: number): string => JSON.stringify({ type: 'assistant', message: { role: 'assistant', content: [{ type: 'text', text: `#${i} ${'x'.repeat(1000)}` }] } })
 
 describe('a CLI printing faster than the store writes', () => {
-  it('is paused once BACKLOG_CHARS wait behind the append in flight, resumed when they leave, and every line reaches the client in order', async (t) => {
+  it('is paused once BACKLOG_CHARS wait behind the append in flight, resumed when they leave, and every line reaches the client in order', { timeout: 30_000 }, async (t) => {
     const store = new HeldStore({ retention: { maxEventsPerSession: 100_000, ttlSecondsAfterEnd: 0 } })
     const asked: string[] = []
     let printed = 0
     let pausedAt = -1
+    let allPrinted: () => void = () => {}
+    const printedAll = new Promise<void>((resolve) => { allPrinted = resolve })
     const launch: CliLauncher = (_spec, callbacks) => {
       const exit: CliExit = { code: 0, signal: null, stderrTail: [] }
       let ended = false
@@ -63,6 +64,7 @@ describe('a CLI printing faster than the store writes', () => {
             callbacks.onLine(line(printed++))
             await held
             while (printed < LINES) callbacks.onLine(line(printed++))
+            allPrinted()
           })()
           return true
         },
@@ -81,8 +83,7 @@ describe('a CLI printing faster than the store writes', () => {
     holder.sendUser('print a lot')
 
     // The lines after the first wait behind its append; the pause comes when they reach the mark, not at the end.
-    // State without an event (the handle is in-process): polled under a deadline.
-    await eventually(() => printed === LINES, 10_000, 'every line printed')
+    await printedAll
     assert.deepEqual(asked, ['pause'], 'paused while the store holds the append in flight')
     const frameChars = line(LINES - 1).length
     assert.ok((pausedAt - 1) * frameChars >= BACKLOG_CHARS * 0.9 && (pausedAt - 2) * line(0).length < BACKLOG_CHARS,
