@@ -75,6 +75,12 @@ export function procCpuMs (pid: number): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS
 }
 
+/** Minor page faults of the process so far (/proc/<pid>/stat field 10): memory it touched for the first time. */
+export function procMinorFaults (pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7])
+}
+
 const CLOCK_TICKS = (() => {
   try {
     return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100

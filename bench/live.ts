@@ -6,7 +6,7 @@
  * (bench/run.ts `reps` rounds of every side in turn); every run is counted.
  */
 import { loadavg } from 'node:os'
-import { type Gateway, type RelayStore, TOKEN, procCpuMs, redisClient, redisPid, runClients, startRawPipe, startRelay } from './lib.js'
+import { type Gateway, type RelayStore, TOKEN, procCpuMs, procMinorFaults, redisClient, redisPid, runClients, startRawPipe, startRelay } from './lib.js'
 import { med } from './scaling.js'
 
 export interface RowInput {
@@ -73,7 +73,7 @@ export async function closeHelpers (): Promise<void> {
   helpers.clear()
 }
 
-interface StreamRun { latency_ms: any, frames: number, frames_per_s: number, span_s: number, missing: number, disorder: number, seq_bad: number, closed: number[], lines_per_s_per_client: any, generator: any, cpu_ms?: number, cpu_us_per_line?: number, redis_cpu_us_per_line?: number | null, load1?: number }
+interface StreamRun { latency_ms: any, frames: number, frames_per_s: number, span_s: number, missing: number, disorder: number, seq_bad: number, closed: number[], lines_per_s_per_client: any, generator: any, cpu_ms?: number, cpu_us_per_line?: number, redis_cpu_us_per_line?: number | null, redis_faults_per_line?: number | null, load1?: number }
 
 async function target (s: Side): Promise<{ url: string, pid: number, token?: string, session?: string }> {
   if (s !== 'gateway') {
@@ -102,14 +102,16 @@ async function streamTurn (label: string, s: Side, clients: number, spec: Record
   const load1 = loadavg()[0] as number
   const cpu0 = procCpuMs(t.pid)
   const rcpu0 = rpid === null ? 0 : procCpuMs(rpid)
+  const rflt0 = rpid === null ? 0 : procMinorFaults(rpid)
   proc.command('go')
   const result = await proc.result
   const cpu = procCpuMs(t.pid) - cpu0
   const rcpu = rpid === null ? null : procCpuMs(rpid) - rcpu0
+  const rflt = rpid === null ? null : procMinorFaults(rpid) - rflt0
   if (s === 'gateway') await (await ctx.gateway()).profile(null)
   const run = result.turns[0] as StreamRun
   const lines = spec.lines ?? 1
-  return { ...run, cpu_ms: cpu, cpu_us_per_line: (cpu * 1000) / lines, redis_cpu_us_per_line: rcpu === null ? null : (rcpu * 1000) / lines, load1 }
+  return { ...run, cpu_ms: cpu, cpu_us_per_line: (cpu * 1000) / lines, redis_cpu_us_per_line: rcpu === null ? null : (rcpu * 1000) / lines, redis_faults_per_line: rflt === null ? null : rflt / lines, load1 }
 }
 
 /** The same, with the clients spread over `procs` processes (fan-out). */
@@ -229,6 +231,12 @@ export async function scenarioSaturation (): Promise<void> {
   const sides: Side[] = ctx.memoryStore ? ['relay', 'naive', 'gateway'] : ['relay', 'pipeline', 'script', 'naive', 'gateway']
   const xlens: Record<string, number[]> = {}
   const r = await rounds(sides, ctx.sizes.reps, `saturation: ${spec.lines} lines as fast as possible, 1 client`, async (s) => {
+    // Redis hands the memory of a deleted stream back to the system only some seconds later. So a
+    // side run right after another side's stream was deleted wrote into pages Redis still had,
+    // and one run after a pause (the gateway, after the naive pipe) into new pages it had to fault
+    // in: 0.1 faults a line, up to 2 µs more Redis CPU a line (docs/PERFORMANCE.md §26). Purged
+    // first, every side writes its stream into new pages.
+    if (!ctx.memoryStore) await redisClient().call('MEMORY', 'PURGE')
     const run = await streamTurn('saturation', s, 1, spec, warm)
     // Store-before-relay: every delivered line was in Redis before it was sent. Check the stream too.
     let key: string | null = null
@@ -237,14 +245,16 @@ export async function scenarioSaturation (): Promise<void> {
     if (key !== null) {
       const xlen = await redisClient().xlen(key)
       ;(xlens[s] ??= []).push(xlen)
-      // The relay's next seq is above every id it wrote, so a fresh stream takes it.
-      if (s !== 'gateway') await redisClient().unlink(key)
+      // Deleted once counted, the gateway's too (its session is done with), so Redis does not grow
+      // by 66 MB a run. The relay's next seq is above every id it wrote, so a fresh stream takes it.
+      await redisClient().unlink(key)
     }
     return run
   })
   const tput = (s: Side): { med: number, min: number, max: number, all: number[] } => stat(r[s] as StreamRun[], (x) => x.frames_per_s)
   const cpu = (s: Side): { med: number, min: number, max: number, all: number[] } => stat(r[s] as StreamRun[], (x) => x.cpu_us_per_line)
   const rcpu = (s: Side): { med: number, min: number, max: number, all: number[] } => stat(r[s] as StreamRun[], (x) => x.redis_cpu_us_per_line)
+  const rflt = (s: Side): { med: number, min: number, max: number, all: number[] } => stat(r[s] as StreamRun[], (x) => x.redis_faults_per_line)
   if (!ctx.memoryStore) {
     bestStore = tput('pipeline').med >= tput('script').med ? 'pipeline' : 'script'
     bestStoreMeasured = true
@@ -260,7 +270,7 @@ export async function scenarioSaturation (): Promise<void> {
   ctx.row({ scenario, metric: 'CPU per line (process CPU time)', unit: 'µs', gateway: cpu('gateway').med, baseline: cpu('relay').med, vs: 'relay', target: '≤ 2 × relay', pass: cpu('gateway').med <= 2 * cpu('relay').med, note: `gateway ${spreadNote(cpu('gateway'), 1)}, relay ${spreadNote(cpu('relay'), 1)}; redis-server ${spreadNote(rcpu('gateway'), 1, ' µs')} per line more for the gateway` })
   if (!ctx.memoryStore) {
     ctx.row({ scenario, metric: 'lines/s persisted and delivered', unit: 'lines/s', gateway: tput('gateway').med, baseline: tput(bestStore).med, vs: `relay + store (${bestStore})`, target: '≥ 1 × relay + store', pass: tput('gateway').med >= tput(bestStore).med && short.length === 0, note: `${note(bestStore)}; Redis streams hold ${(xlens.gateway ?? []).join(', ')} (gateway) and ${(xlens[bestStore] ?? []).join(', ')} (relay) events after the runs` })
-    ctx.row({ scenario, metric: 'CPU per line vs relay + store', unit: 'µs', gateway: cpu('gateway').med, baseline: cpu(bestStore).med, vs: `relay + store (${bestStore})`, target: 'reference', pass: null, note: `redis-server per line: gateway ${spreadNote(rcpu('gateway'), 1, ' µs')}, relay + store ${spreadNote(rcpu(bestStore), 1, ' µs')}` })
+    ctx.row({ scenario, metric: 'CPU per line vs relay + store', unit: 'µs', gateway: cpu('gateway').med, baseline: cpu(bestStore).med, vs: `relay + store (${bestStore})`, target: 'reference', pass: null, note: `redis-server per line: gateway ${spreadNote(rcpu('gateway'), 1, ' µs')}, relay + store ${spreadNote(rcpu(bestStore), 1, ' µs')}; its page faults per line: gateway ${spreadNote(rflt('gateway'), 3)}, relay + store ${spreadNote(rflt(bestStore), 3)}` })
     for (const s of ['pipeline', 'script'] as const) {
       ctx.row({ scenario, metric: `store mode: ${SIDE_LABEL[s]}`, unit: 'lines/s', gateway: null, baseline: tput(s).med, vs: SIDE_LABEL[s], target: 'reference', pass: null, note: `${spreadNote(tput(s), 0)}; CPU/line ${spreadNote(cpu(s), 1, ' µs')}, redis ${spreadNote(rcpu(s), 1, ' µs')}${s === bestStore ? '; the faster: used as relay + store in this run' : ''}` })
     }
