@@ -90,6 +90,8 @@ export class CliProcess implements CliHandle {
   /** Lines written before the spawn helper handed over stdin, and whether stdin was ended meanwhile. */
   #queued: string[] | null = null
   #endQueued = false
+  /** pauseOutput was asked last (resumeOutput not since): kept for pipes handed over later. */
+  #outputPaused = false
 
   constructor (spec: CliSpawnSpec, callbacks: CliCallbacks, options: CliProcessOptions) {
     this.#options = options
@@ -162,6 +164,8 @@ export class CliProcess implements CliHandle {
       onOversize: callbacks.onOversize
     })
     stdout.on('data', (chunk: Buffer) => splitter.push(chunk))
+    // Asked to pause while the spawn helper started it: nothing is read until resumeOutput.
+    if (this.#outputPaused) stdout.pause()
     stdout.on('end', () => splitter.end())
 
     // Split as bytes like stdout and decoded per line (a character split across chunks decodes
@@ -190,10 +194,13 @@ export class CliProcess implements CliHandle {
   }
 
   pauseOutput (): void {
+    // Before the helper hands over the pipes there is no stdout yet: #attach pauses it then.
+    this.#outputPaused = true
     this.#child.stdout?.pause()
   }
 
   resumeOutput (): void {
+    this.#outputPaused = false
     this.#child.stdout?.resume()
   }
 

@@ -123,6 +123,8 @@ export class EventLog {
   /** Highest seq handed to clients. */
   get committedSeq (): number { return this.#committedSeq }
   get degraded (): boolean { return this.#degraded }
+  /** True from onBacklog(true) until onBacklog(false): a CLI started meanwhile must start paused. */
+  get backlogged (): boolean { return this.#backlogged }
   get unsavedCount (): number { return this.#unsaved.length }
   /** Oldest seq held in memory for the store (only while it is down), else undefined. */
   get heldFrom (): number | undefined { return this.#unsaved[0]?.seq }

@@ -314,6 +314,9 @@ export class Session {
       return this.#status.spawnFailed(err)
     }
     this.#cli = cli
+    // Started (again) while the lines of the CLI before it still wait behind the store's append:
+    // the pause asked of that one holds for this one, until onBacklog(false).
+    if (this.#events.backlogged) cli.pauseOutput?.()
     this.#exitPending = true
     // Started by the spawn helper: `starting` (with the pid) once it says the CLI runs.
     if (cli.pending === true) this.#starting = true

@@ -77,6 +77,22 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
     await r.cli.stop()
   })
 
+  it('pauseOutput asked before the helper hands over the pipes holds once they arrive: nothing read until resumeOutput', async () => {
+    const line = '{"type":"assistant","message":{"content":"printed before and after the pipes arrive"}}'
+    const r = run('', {}, 'yes', [line])
+    assert.equal(r.cli.pending, true, 'the helper has not answered yet')
+    r.cli.pauseOutput()
+    await eventually(() => r.events.includes('start'), 5000, 'the start')
+    const pid = Number(r.cli.pid)
+    await eventually(() => readFileSync(`/proc/${pid}/wchan`, 'utf8') === 'sock_alloc_send_pskb', 5000, 'yes blocked writing its stdout')
+    for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(r.lines.length, 0, 'no line read while paused')
+    r.cli.resumeOutput()
+    await eventually(() => r.lines.length > 10_000, 5000, 'lines after resumeOutput')
+    assert.ok(r.lines.every((l) => l === line), 'no line lost or cut')
+    await r.cli.stop()
+  })
+
   it('hands over the pipes with every byte the CLI wrote before, and queues what is written before it runs', async () => {
     // Writes at once, before the gateway holds its pipes, then echoes stdin and exits 3.
     const r = run('echo early; echo "to stderr" >&2; while read l; do echo "got $l"; done; exit 3')
