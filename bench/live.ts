@@ -246,8 +246,10 @@ export async function scenarioSaturation (): Promise<void> {
       const xlen = await redisClient().xlen(key)
       ;(xlens[s] ??= []).push(xlen)
       // Deleted once counted, the gateway's too (its session is done with), so Redis does not grow
-      // by 66 MB a run. The relay's next seq is above every id it wrote, so a fresh stream takes it.
-      await redisClient().unlink(key)
+      // by 66 MB a run. DEL, not UNLINK: freed before the reply, so the purge before the next side's
+      // run finds it (an UNLINK frees it in the background, after the purge). The relay's next seq is
+      // above every id it wrote, so a fresh stream takes it.
+      await redisClient().del(key)
     }
     return run
   })
