@@ -69,16 +69,20 @@ export function procCpuMs (pid: number): number {
     }
     if (ns > 0) return ns / 1e6
   } catch { /* no schedstat */ }
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  const fields = statFields(pid)
   // utime and stime are fields 14 and 15 of the whole line (11 and 12 after the command).
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS
 }
 
 /** Minor page faults of the process so far (/proc/<pid>/stat field 10): memory it touched for the first time. */
 export function procMinorFaults (pid: number): number {
+  return Number(statFields(pid)[7])
+}
+
+/** /proc/<pid>/stat's fields after the command (field 3 on), which is cut off first: it may hold spaces and parentheses. */
+function statFields (pid: number): string[] {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7])
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
 }
 
 const CLOCK_TICKS = (() => {

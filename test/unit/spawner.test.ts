@@ -59,11 +59,12 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
     return { cli, lines, events, exit, startFailed }
   }
 
-  it('pauseOutput stops reading stdout, so the CLI waits on its own writes; resumeOutput lets the rest through, none lost', async () => {
-    const line = '{"type":"assistant","message":{"content":"the same line, as fast as yes prints it"}}'
-    const r = run('', {}, 'yes', [line])
-    await eventually(() => r.lines.length > 0, 5000, 'the first lines')
-    r.cli.pauseOutput()
+  /**
+   * With `r`'s CLI (`yes` printing `line`) paused: it blocks in its write, and
+   * no line is read while it is; resumed, the rest arrives, no line lost or
+   * cut. Stops it. The lines read before the pause held.
+   */
+  async function heldThenResumed (r: Run, line: string): Promise<number> {
     const pid = Number(r.cli.pid)
     // Blocked in its write once the socket between them is full: a state without an event, polled.
     await eventually(() => readFileSync(`/proc/${pid}/wchan`, 'utf8') === 'sock_alloc_send_pskb', 5000, 'yes blocked writing its stdout')
@@ -75,6 +76,15 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
     await eventually(() => r.lines.length > held + 10_000, 5000, 'lines again after resumeOutput')
     assert.ok(r.lines.every((l) => l === line), 'no line lost or cut at the pause')
     await r.cli.stop()
+    return held
+  }
+
+  it('pauseOutput stops reading stdout, so the CLI waits on its own writes; resumeOutput lets the rest through, none lost', async () => {
+    const line = '{"type":"assistant","message":{"content":"the same line, as fast as yes prints it"}}'
+    const r = run('', {}, 'yes', [line])
+    await eventually(() => r.lines.length > 0, 5000, 'the first lines')
+    r.cli.pauseOutput()
+    await heldThenResumed(r, line)
   })
 
   it('pauseOutput asked before the helper hands over the pipes holds once they arrive: nothing read until resumeOutput', async () => {
@@ -83,14 +93,7 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
     assert.equal(r.cli.pending, true, 'the helper has not answered yet')
     r.cli.pauseOutput()
     await eventually(() => r.events.includes('start'), 5000, 'the start')
-    const pid = Number(r.cli.pid)
-    await eventually(() => readFileSync(`/proc/${pid}/wchan`, 'utf8') === 'sock_alloc_send_pskb', 5000, 'yes blocked writing its stdout')
-    for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve))
-    assert.equal(r.lines.length, 0, 'no line read while paused')
-    r.cli.resumeOutput()
-    await eventually(() => r.lines.length > 10_000, 5000, 'lines after resumeOutput')
-    assert.ok(r.lines.every((l) => l === line), 'no line lost or cut')
-    await r.cli.stop()
+    assert.equal(await heldThenResumed(r, line), 0, 'no line read before the pause took hold either')
   })
 
   it('hands over the pipes with every byte the CLI wrote before, and queues what is written before it runs', async () => {
