@@ -8,7 +8,8 @@ import { createSdkMcpServer, tool } from '@anthropic-ai/claude-agent-sdk'
 import { z } from 'zod'
 import { WAIT_MS } from '../support/e2e.js'
 import { type Deferred, allUserTexts, deferred, lastUserText, longTextReply } from '../support/mock-anthropic.js'
-import { conformanceCase, within } from '../support/sdk-cases.js'
+import { conformanceCase } from '../support/sdk-cases.js'
+import { within } from '../support/waiters.js'
 import { type Mode, SdkWorld, allowAll, isInit } from '../support/sdk-harness.js'
 
 const world = new SdkWorld()

@@ -9,7 +9,8 @@ import { type CanUseTool, type HookInput, createSdkMcpServer, tool } from '@anth
 import { z } from 'zod'
 import { WAIT_MS } from '../support/e2e.js'
 import { deferred, findToolResults, type RecordedRequest } from '../support/mock-anthropic.js'
-import { conformanceCase, within } from '../support/sdk-cases.js'
+import { conformanceCase } from '../support/sdk-cases.js'
+import { within } from '../support/waiters.js'
 import { type Mode, type SdkRun, SdkWorld, allowAll, isResult } from '../support/sdk-harness.js'
 
 const world = new SdkWorld()

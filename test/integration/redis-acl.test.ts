@@ -16,7 +16,7 @@ import { after, before, describe, it } from 'node:test'
 import { RedisStore } from '../../src/store/redis.js'
 import { type RedisServer, redisCommand, startRedisServer } from '../support/redis-server.js'
 import { events, session } from '../support/store-contract.js'
-import { eventually } from '../support/waiters.js'
+import { Waiters, eventually } from '../support/waiters.js'
 
 const ACL_TEMPLATE = fileURLToPath(new URL('../../docker/redis/users.acl', import.meta.url))
 
@@ -98,19 +98,21 @@ describe('Redis ACL of docker/compose.yaml', () => {
     assert.equal(await store.leases.holder(leased), null)
 
     // Following a session live (SUBSCRIBE on cgw: channels, SET PX of the flag; PUBLISH and EXISTS in the append script).
+    const arrivals = new Waiters()
     const seen: number[] = []
-    const unfollow = store.feed.follow(leased, 0, (batch) => { for (const e of batch) seen.push(e.seq) })
-    await eventually(async () => seen.length === 2, 10_000, 'the stored events through the feed')
+    const unfollow = store.feed.follow(leased, 0, (batch) => { for (const e of batch) seen.push(e.seq); arrivals.wake() })
+    const saw = async (n: number, what: string): Promise<boolean> => await arrivals.until(() => seen.length === n, 10_000, what, () => `seen ${seen.join(', ')}`)
+    await saw(2, 'the stored events through the feed')
     await store.append(leased, events(3, 4))
-    await eventually(async () => seen.length === 4, 10_000, 'the appended events through the feed')
+    await saw(4, 'the appended events through the feed')
     assert.deepEqual(seen, [1, 2, 3, 4])
     unfollow()
 
     // Node inboxes (XADD, PEXPIRE in MULTI; XREAD), node loads (HSET, HGETALL, HDEL), tickets (SET NX PX), conversations.
     const inbox: string[] = []
-    await store.bus.start('node-acl', (m) => { inbox.push(m) })
+    await store.bus.start('node-acl', (m) => { inbox.push(m); arrivals.wake() })
     await store.bus.send('node-acl', 'hello')
-    await eventually(async () => inbox.length === 1, 10_000, 'the message through the inbox')
+    await arrivals.until(() => inbox.length === 1, 10_000, 'the message through the inbox', () => `inbox ${inbox.join(', ')}`)
     await store.reportNode({ node: 'node-acl', running: 1, max: 2, at: Date.now() }, 10_000)
     assert.deepEqual((await store.listNodes()).map((n) => n.node), ['node-acl'])
     await store.forgetNode('node-acl')

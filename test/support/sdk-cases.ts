@@ -63,14 +63,3 @@ export function conformanceCase (world: SdkWorld, name: string, scenario: (mode:
     })
 }
 
-/** Resolves with `p`, or fails naming `what` after `ms`. */
-export async function within<T> (p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  try {
-    return await Promise.race([p, new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms)
-    })])
-  } finally {
-    clearTimeout(timer)
-  }
-}

@@ -41,3 +41,19 @@ export async function eventually<T> (check: () => T | undefined | false | Promis
     await new Promise((resolve) => setTimeout(resolve, 25))
   }
 }
+
+/**
+ * Resolves with `p`, or fails naming `what` after `ms`. The deadline's timer
+ * also holds the event loop open while nothing else does (e.g. only unref'd
+ * timers of the code under test would settle `p`).
+ */
+export async function within<T> (p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  try {
+    return await Promise.race([p, new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms)
+    })])
+  } finally {
+    clearTimeout(timer)
+  }
+}

@@ -12,7 +12,7 @@ import { pino } from 'pino'
 import { ClusterRouter, type RoutedSession } from '../../src/cluster/router.js'
 import type { ClientFrame } from '../../src/protocol/client-frames.js'
 import type { NodeBus } from '../../src/store/store.js'
-import { eventually } from '../support/gateway.js'
+import { within } from '../support/waiters.js'
 
 /** Node inboxes delivered asynchronously and in order, as the Redis bus does. */
 function memoryBus (inboxes: Map<string, (message: string) => void>): NodeBus {
@@ -109,7 +109,10 @@ describe('ClusterRouter: frames sent to a node that does not own the session', (
   it('an ack from the node a client was re-routed to does not confirm a frame sent to the node before it', async () => {
     const inboxes = new Map<string, (message: string) => void>()
     const logger = pino({ level: 'silent' })
-    const onB = recordingSession(false)
+    const recorded = recordingSession(false)
+    let cameBack: () => void = () => {}
+    const movedBack = new Promise<void>((resolve) => { cameBack = resolve })
+    const onB: typeof recorded = { ...recorded, ownerMoved (port, frames) { recorded.ownerMoved(port, frames); cameBack() } }
     const onD = recordingSession(true)
     // C died: it never answers. B learns (as its follower does from the store) that D owns the session now.
     const b = new ClusterRouter({ bus: memoryBus(inboxes), node: 'b', logger, find: () => onB, heartbeatMs: 20 })
@@ -125,7 +128,8 @@ describe('ClusterRouter: frames sent to a node that does not own the session', (
       await settle()
       assert.deepEqual(onD.handled, [second], 'D ran the frame sent to it')
       // D's ack confirmed its own frame only: the one C never answered comes back after three heartbeats.
-      await eventually(() => onB.movedBack.length > 0, 5000, 'the unconfirmed frame to come back')
+      // (The router's heartbeat timer does not hold the event loop open; within's deadline does.)
+      await within(movedBack, 5000, 'the unconfirmed frame to come back')
       assert.deepEqual(onB.movedBack, [[first]])
     } finally {
       await Promise.all([b.close(), d.close()])

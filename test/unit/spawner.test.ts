@@ -17,7 +17,7 @@ import type { CliCallbacks, CliExit } from '../../src/cli/cli-handle.js'
 import { CliProcess, forkHelper } from '../../src/cli/cli-process.js'
 import { type HelperChannel, Spawner } from '../../src/cli/spawner.js'
 import { parentOf, processAlive } from '../support/gateway.js'
-import { eventually } from '../support/waiters.js'
+import { Waiters, eventually, within } from '../support/waiters.js'
 
 const logger = pino({ level: 'silent' })
 const env = { PATH: process.env.PATH ?? '/usr/bin:/bin' }
@@ -30,6 +30,8 @@ interface Run {
   events: string[]
   exit: Promise<CliExit>
   startFailed: Promise<Error>
+  /** Resolves once `check` holds, re-checked at each of the CLI's callbacks (a line, its start, its exit). */
+  until: (check: () => boolean, what: string) => Promise<boolean>
 }
 
 describe('the spawn helper', { timeout: 30_000 }, () => {
@@ -44,19 +46,23 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
   function run (script: string, extra: Partial<CliCallbacks> = {}, command = 'sh', args = ['-c', script]): Run {
     const lines: string[] = []
     const events: string[] = []
+    const waiters = new Waiters()
+    const seen = (event: string): void => { events.push(event); waiters.wake() }
     let exited: (exit: CliExit) => void = () => {}
     let failed: (err: Error) => void = () => {}
     const exit = new Promise<CliExit>((resolve) => { exited = resolve })
     const startFailed = new Promise<Error>((resolve) => { failed = resolve })
     const cli = new CliProcess({ command, args, cwd: process.cwd(), env, sessionId: 'spawner-test' }, {
-      onLine: (line) => { lines.push(line); events.push('line') },
+      onLine: (line) => { lines.push(line); seen('line') },
       onOversize: () => {},
-      onExit: (e) => { events.push('exit'); exited(e) },
-      onStart: () => { events.push('start') },
-      onStartFailed: (err) => { events.push('start_failed'); failed(err) },
+      onExit: (e) => { seen('exit'); exited(e) },
+      onStart: () => { seen('start') },
+      onStartFailed: (err) => { seen('start_failed'); failed(err) },
       ...extra
     }, { maxLineBytes: 1 << 16, stopTimeoutMs: 500, logger, spawner })
-    return { cli, lines, events, exit, startFailed }
+    const until = async (check: () => boolean, what: string): Promise<boolean> =>
+      await waiters.until(() => check(), 5000, what, () => `${lines.length} lines, events ${events.filter((e) => e !== 'line').join(', ')}`)
+    return { cli, lines, events, exit, startFailed, until }
   }
 
   /**
@@ -73,7 +79,7 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
     for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve))
     assert.equal(r.lines.length, held, 'no line read while paused')
     r.cli.resumeOutput()
-    await eventually(() => r.lines.length > held + 10_000, 5000, 'lines again after resumeOutput')
+    await r.until(() => r.lines.length > held + 10_000, 'lines again after resumeOutput')
     assert.ok(r.lines.every((l) => l === line), 'no line lost or cut at the pause')
     await r.cli.stop()
     return held
@@ -82,7 +88,7 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
   it('pauseOutput stops reading stdout, so the CLI waits on its own writes; resumeOutput lets the rest through, none lost', async () => {
     const line = '{"type":"assistant","message":{"content":"the same line, as fast as yes prints it"}}'
     const r = run('', {}, 'yes', [line])
-    await eventually(() => r.lines.length > 0, 5000, 'the first lines')
+    await r.until(() => r.lines.length > 0, 'the first lines')
     r.cli.pauseOutput()
     await heldThenResumed(r, line)
   })
@@ -92,7 +98,7 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
     const r = run('', {}, 'yes', [line])
     assert.equal(r.cli.pending, true, 'the helper has not answered yet')
     r.cli.pauseOutput()
-    await eventually(() => r.events.includes('start'), 5000, 'the start')
+    await r.until(() => r.events.includes('start'), 'the start')
     assert.equal(await heldThenResumed(r, line), 0, 'no line read before the pause took hold either')
   })
 
@@ -103,7 +109,7 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
     assert.equal(r.cli.pid, undefined)
     assert.equal(r.cli.write('one'), true)
     assert.equal(r.cli.write('two'), true)
-    await eventually(() => r.events.includes('start'), 5000, 'the start')
+    await r.until(() => r.events.includes('start'), 'the start')
     assert.equal(r.cli.pending, false)
     const pid = Number(r.cli.pid) // (narrowed to undefined by the assertion above)
     assert.ok(Number.isInteger(pid) && processAlive(pid))
@@ -141,7 +147,7 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
 
   it('gives the CLI no descriptor of the helper\'s (its channel to the gateway carries every session\'s start): only its three pipes', async () => {
     const r = run('read line')
-    await eventually(() => r.events.includes('start'), 5000, 'the start')
+    await r.until(() => r.events.includes('start'), 'the start')
     const pid = r.cli.pid as number
     const targets = (p: number | 'self'): Map<string, string> => new Map(readdirSync(`/proc/${p}/fd`).map((fd) => {
       try { return [fd, readlinkSync(`/proc/${p}/fd/${fd}`)] } catch { return [fd, ''] }
@@ -169,9 +175,17 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
     const child = spawner.spawn({ command: 'sh', args: ['-c', 'sleep 1000 >/dev/null 2>&1 & echo $!'], cwd: process.cwd(), env })
     const exited = new Promise((resolve) => child.once('exit', resolve))
     let out = ''
-    child.once('spawn', () => { child.stdout?.on('data', (d: Buffer) => { out += d.toString('utf8') }) })
+    const printed = new Promise<string>((resolve) => {
+      child.once('spawn', () => {
+        child.stdout?.on('data', (d: Buffer) => {
+          out += d.toString('utf8')
+          const pid = /^(\d+)\n/.exec(out)?.[1]
+          if (pid !== undefined) resolve(pid)
+        })
+      })
+    })
     await exited
-    const sleep = Number(await eventually(() => /^(\d+)\n/.exec(out)?.[1], 5000, 'the background pid'))
+    const sleep = Number(await within(printed, 5000, 'the background pid'))
     await eventually(() => !processAlive(sleep), 5000, 'the helper to end the background sleep')
   })
 
@@ -196,14 +210,14 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
 
   it('keeps a running CLI when the helper dies, reports its exit once its pipes close, and starts the next CLI with a new helper', async () => {
     const r = run('while read l; do echo "got $l"; done')
-    await eventually(() => r.events.includes('start'), 5000, 'the start')
+    await r.until(() => r.events.includes('start'), 'the start')
     const first = helper as HelperChannel
     const gone = new Promise((resolve) => first.once('exit', resolve))
     first.kill('SIGKILL')
     await gone
     assert.ok(processAlive(r.cli.pid as number), 'the CLI outlives its helper')
     r.cli.write('still here')
-    await eventually(() => r.lines.includes('got still here'), 5000, 'the CLI to answer')
+    await r.until(() => r.lines.includes('got still here'), 'the CLI to answer')
     void r.cli.stop()
     const exit = await r.exit
     assert.equal(exit.code, null, 'the exit status went with the helper')
@@ -217,12 +231,14 @@ describe('the spawn helper', { timeout: 30_000 }, () => {
   it('ends, when closed, the helper and every CLI it still runs', async () => {
     const own = new Spawner({ logger, stopTimeoutMs: 300, fork: forkHelper })
     let pid = 0
+    let started: () => void = () => {}
+    const start = new Promise<void>((resolve) => { started = resolve })
     const exited = new Promise<CliExit>((resolve) => {
       const cli = new CliProcess({ command: 'sh', args: ['-c', 'trap "" TERM; sleep 100 & wait'], cwd: process.cwd(), env, sessionId: 'close' }, {
-        onLine: () => {}, onOversize: () => {}, onExit: resolve, onStart: () => { pid = cli.pid as number }
+        onLine: () => {}, onOversize: () => {}, onExit: resolve, onStart: () => { pid = cli.pid as number; started() }
       }, { maxLineBytes: 1 << 16, stopTimeoutMs: 300, logger, spawner: own })
     })
-    await eventually(() => pid > 0, 5000, 'the start')
+    await start
     await own.close()
     // It ignores SIGTERM (and so does its sleep): the helper's SIGKILL ended it, and the
     // helper exited at once, so the exit is known by the pipes closing, without a status.
