@@ -11,6 +11,7 @@ import { createServer, connect, type Socket } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { test } from 'node:test'
 import { TOKEN_A, type TestGateway, eventually, gateway } from '../support/gateway.js'
+import { Waiters } from '../support/waiters.js'
 
 const BIN = fileURLToPath(new URL('../../bin/claude-remote', import.meta.url))
 /** The project's own recording of the real CLI 2.1.332 driven as the Agent SDK drives it (npm run record). */
@@ -35,6 +36,8 @@ interface Remote {
   write: (line: string) => void
   exited: Promise<number | null>
   waitLine: (predicate: (frame: any) => boolean) => Promise<any>
+  /** Resolves once `check` holds, re-checked as its stdout and stderr arrive. */
+  until: (check: () => boolean, what: string) => Promise<boolean>
 }
 
 function spawnRemote (gw: TestGateway, args: string[] = SDK_ARGS, env: Record<string, string> = {}): Remote {
@@ -43,6 +46,7 @@ function spawnRemote (gw: TestGateway, args: string[] = SDK_ARGS, env: Record<st
     stdio: ['pipe', 'pipe', 'pipe']
   })
   const lines: string[] = []
+  const arrivals = new Waiters()
   let out = ''
   let err = ''
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
@@ -52,8 +56,10 @@ function spawnRemote (gw: TestGateway, args: string[] = SDK_ARGS, env: Record<st
       lines.push(out.slice(0, nl))
       out = out.slice(nl + 1)
     }
+    arrivals.wake()
   })
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { err += chunk })
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { err += chunk; arrivals.wake() })
+  const lastSeen = (): string => `stdout ${lines.length} lines; stderr: ${err.slice(-500)}`
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
   return {
     child,
@@ -61,7 +67,8 @@ function spawnRemote (gw: TestGateway, args: string[] = SDK_ARGS, env: Record<st
     stderr: () => err,
     write: (line) => { child.stdin.write(line + '\n') },
     exited,
-    waitLine: (predicate) => eventually(() => lines.map((l) => JSON.parse(l)).find(predicate), WAIT_MS, 'a stdout line')
+    waitLine: async (predicate) => await arrivals.until(() => lines.map((l) => JSON.parse(l)).find(predicate), WAIT_MS, 'a stdout line', lastSeen),
+    until: async (check, what) => await arrivals.until(() => check(), WAIT_MS, what, lastSeen)
   }
 }
 
@@ -225,7 +232,7 @@ test('a dropped connection mid-turn is resumed by seq: no line lost or repeated;
   // Cut the connection from the server side (the client sees 1006).
   for (const ws of gw.app.websocketServer.clients) ws.terminate()
   remote.write(userLine('echo written while disconnected'))
-  await eventually(() => remote.lines.filter((l) => JSON.parse(l).type === 'result').length === 2, WAIT_MS, 'two results')
+  await remote.until(() => remote.lines.filter((l) => JSON.parse(l).type === 'result').length === 2, 'two results')
   const session = await onlySession(gw)
   remote.child.stdin.end()
   assert.equal(await remote.exited, 0, remote.stderr())
@@ -325,7 +332,7 @@ test('a control request and a user line with a uuid lost with the connection are
   fwd.cutNext('drop')
   const uuid = '33333333-3333-4333-8333-333333333333'
   remote.write(JSON.stringify({ ...JSON.parse(userLine('echo lost user line')), uuid }))
-  await eventually(() => remote.lines.filter((l) => JSON.parse(l).type === 'result').length === 2, WAIT_MS, 'the lost turn\'s result')
+  await remote.until(() => remote.lines.filter((l) => JSON.parse(l).type === 'result').length === 2, 'the lost turn\'s result')
   assert.ok(fwd.dropped() > 0)
 
   const session = await onlySession(gw)
@@ -354,7 +361,7 @@ test('a request sent again that the gateway still has in flight: its duplicate_r
   // The gateway gets it, but the connection dies before anything comes back.
   fwd.cutNext('deliver')
   remote.write(JSON.stringify({ type: 'control_request', request_id: 'lost-2', request: { subtype: 'set_model', model: 'claude-lost-2' } }))
-  await eventually(() => /sending again[^\n]*lost-2/.test(remote.stderr()), WAIT_MS, 'lost-2 sent again').catch((err) => { throw new Error(remote.stderr() + String(err)) })
+  await remote.until(() => /sending again[^\n]*lost-2/.test(remote.stderr()), 'lost-2 sent again')
   // Refused at once, on the same connection after the re-sent requests' refusals.
   remote.write(JSON.stringify({ type: 'control_request', request_id: 'marker', request: { subtype: 'read_file' } }))
   const marker = await remote.waitLine((f) => f.type === 'control_response' && f.response.request_id === 'marker')
