@@ -111,6 +111,8 @@ export const envSchema = z.object({
     unset: 'host:port of `ANTHROPIC_BASE_URL`, else `api.anthropic.com:443`',
     about: '`host[:port]` list: the only destinations a sandboxed CLI reaches (through the proxy)'
   }),
+  SANDBOX_CREDENTIALS: defaulted(z.enum(['proxy', 'env']), 'proxy',
+    'where a sandboxed CLI\'s `ANTHROPIC_API_KEY` / `ANTHROPIC_AUTH_TOKEN` is: `proxy` (held by its egress proxy, which adds it to each API request; the CLI sees a placeholder) or `env` (in its environment, readable by its tools)'),
   CLI_ENV_ALLOW: defaulted(commaList(), '',
     'extra variables for the CLI besides the documented list: names, or prefixes ending in `_` or `*` (e.g. `AWS_,GOOGLE_` for Bedrock/Vertex)'),
   CLIENT_CONTROL_ALLOW: defaulted(listOf(/^(\*|[a-z][a-z0-9_]{0,99})$/, 'control subtypes (lower_snake_case) or *'),
@@ -257,6 +259,8 @@ export const configSchema = envSchema.transform((e, ctx) => {
     allowUnsandboxed: e.ALLOW_UNSANDBOXED,
     /** Where a sandboxed CLI may connect; null: the host of the CLI's ANTHROPIC_BASE_URL, else api.anthropic.com:443. */
     sandboxEgress: e.SANDBOX_EGRESS,
+    /** `proxy`: the CLI's API credential never enters its sandbox (src/sandbox/api-credentials.ts). */
+    sandboxCredentials: e.SANDBOX_CREDENTIALS,
     tenantConfigDirs: e.TENANT_CONFIG_DIRS,
     maxSessionsPerTenant: e.MAX_SESSIONS_PER_TENANT,
     maxClientsPerSession: e.MAX_CLIENTS_PER_SESSION,

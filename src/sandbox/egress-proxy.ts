@@ -6,24 +6,36 @@
  * destinations; anything else gets 403 and a log line naming the session.
  * The gateway connects on the sandbox's behalf, so Redis, the gateway's own
  * ports and the rest of the host network stay out of reach.
+ *
+ * With credentials held (SANDBOX_CREDENTIALS=proxy, api-credentials.ts) it
+ * is also the CLI's API: requests addressed to the proxy itself (origin form,
+ * or absolute form to 127.0.0.1/localhost:<its port>) go to the real API,
+ * their credential headers replaced by the real ones.
  */
 import { rmSync } from 'node:fs'
 import http from 'node:http'
+import https from 'node:https'
 import net from 'node:net'
 import type { Logger } from 'pino'
+import type { HeldCredentials } from './api-credentials.js'
 import { type Destination, destinationText, parseDestination } from './destinations.js'
+import { relayHttp } from './http-relay.js'
 
 export interface EgressProxyOptions {
   socketPath: string
   allow: readonly Destination[]
   logger: Logger
   sessionId: string
+  /** The API credential the gateway holds for this CLI, and the port the proxy has inside the sandbox. */
+  api?: { held: HeldCredentials, port: number } | undefined
 }
 
 const REFUSED = 'egress not allowed by the gateway sandbox\n'
 
-/** Request headers that concern the hop to the proxy, never the destination. */
-const HOP_HEADERS = new Set(['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade'])
+/** The credential headers a CLI with a placeholder sends: never passed on, the held ones replace them. */
+const CREDENTIAL_HEADERS = new Set(['x-api-key', 'authorization', 'host'])
+/** Names the proxy has inside its sandbox. */
+const SELF_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]'])
 
 export class EgressProxy {
   readonly socketPath: string
@@ -31,12 +43,20 @@ export class EgressProxy {
   readonly #allow: Set<string>
   readonly #log: Logger
   readonly #sockets = new Set<net.Socket>()
+  readonly #api: EgressProxyOptions['api']
+  /** Keeps the connection to the API open between the CLI's requests (no TLS handshake per model call). */
+  readonly #apiAgent: http.Agent | null
   #closed: Promise<void> | null = null
 
   constructor (options: EgressProxyOptions) {
     this.socketPath = options.socketPath
     this.#allow = new Set(options.allow.map(destinationText))
     this.#log = options.logger.child({ session: options.sessionId })
+    this.#api = options.api
+    const held = options.api?.held
+    this.#apiAgent = held === undefined
+      ? null
+      : held.upstream.protocol === 'https:' ? new https.Agent({ keepAlive: true, ...held.tls }) : new http.Agent({ keepAlive: true })
     this.#server = http.createServer((req, res) => this.#forward(req, res))
     this.#server.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => this.#tunnel(req, socket, head))
     this.#server.on('connection', (socket: net.Socket) => this.#track(socket))
@@ -51,6 +71,7 @@ export class EgressProxy {
     this.#closed ??= new Promise((resolve) => {
       this.#server.close(() => resolve())
       for (const s of this.#sockets) s.destroy()
+      this.#apiAgent?.destroy()
     })
     return this.#closed
   }
@@ -92,28 +113,35 @@ export class EgressProxy {
   }
 
   #forward (req: http.IncomingMessage, res: http.ServerResponse): void {
+    const target = req.url ?? ''
     let url: URL | null = null
-    try { url = new URL(req.url ?? '') } catch { /* origin-form: not a proxy request */ }
+    try { url = new URL(target) } catch { /* origin form: addressed to the proxy itself */ }
+    if (this.#api !== undefined && (url === null ? target.startsWith('/') : SELF_HOSTS.has(url.hostname) && Number(url.port) === this.#api.port)) {
+      this.#toApi(req, res, this.#api.held, url === null ? target : url.pathname + url.search)
+      return
+    }
     const port = url === null ? 0 : url.port === '' ? 80 : Number(url.port)
     const d = url?.protocol === 'http:' ? parseDestination(`${url.hostname}:${port}`) : null
-    if (url === null || !this.#allowed(d, req.url ?? '')) {
+    if (url === null || !this.#allowed(d, target)) {
       res.writeHead(403, { 'content-type': 'text/plain', 'content-length': REFUSED.length, connection: 'close' }).end(REFUSED)
       return
     }
-    const headers: http.OutgoingHttpHeaders = {}
-    for (const [name, value] of Object.entries(req.headers)) if (!HOP_HEADERS.has(name) && value !== undefined) headers[name] = value
-    const upstream = http.request({ host: d.host, port: d.port, method: req.method, path: url.pathname + url.search, headers, agent: false }, (answer) => {
-      const back: http.OutgoingHttpHeaders = {}
-      for (const [name, value] of Object.entries(answer.headers)) if (!HOP_HEADERS.has(name) && value !== undefined) back[name] = value
-      res.writeHead(answer.statusCode ?? 502, back)
-      answer.pipe(res)
-    })
-    upstream.on('error', (err) => {
-      this.#log.info({ err, destination: destinationText(d) }, 'sandbox egress request failed')
-      if (!res.headersSent) res.writeHead(502, { connection: 'close' })
-      res.end()
-    })
-    res.once('close', () => upstream.destroy())
-    req.pipe(upstream)
+    url.username = ''
+    url.password = ''
+    relayHttp(req, res, { url, label: destinationText(d) }, this.#log)
+  }
+
+  /** `path` (with its query) on the real API, the held credential in place of the placeholder. */
+  #toApi (req: http.IncomingMessage, res: http.ServerResponse, held: HeldCredentials, path: string): void {
+    const url = new URL(held.upstream.href)
+    url.pathname = url.pathname.replace(/\/+$/, '') + path.replace(/\?.*$/s, '')
+    url.search = path.includes('?') ? path.slice(path.indexOf('?')) : ''
+    relayHttp(req, res, {
+      url,
+      drop: CREDENTIAL_HEADERS,
+      set: { host: url.host, ...held.headers },
+      agent: this.#apiAgent ?? undefined,
+      label: held.upstream.host
+    }, this.#log)
   }
 }

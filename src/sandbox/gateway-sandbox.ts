@@ -69,6 +69,7 @@ export function gatewaySandbox (config: Config, options: GatewaySandboxOptions):
       cliDir: cliDir ?? dirname(resolve(config.claudeBin)),
       egress,
       socketDir,
+      credentials: config.sandboxCredentials,
       logger
     })
     // Only the CLI's real folder is mounted: run it by its real path, or a symlink on the way
@@ -85,7 +86,8 @@ export function gatewaySandbox (config: Config, options: GatewaySandboxOptions):
         const problem = await probeSandbox(tools, system, options.probe)
         if (problem !== null) throw new ConfigError(`invalid configuration:\n  ${problem}`)
       }
-      logger.info({ egress: egress.map(destinationText), bwrap: tools.bwrap, socat: tools.socat }, 'SANDBOX=bwrap: every CLI runs in its own sandbox; network only through the egress proxy')
+      logger.info({ egress: egress.map(destinationText), credentials: config.sandboxCredentials, bwrap: tools.bwrap, socat: tools.socat },
+        'SANDBOX=bwrap: every CLI runs in its own sandbox; network only through the egress proxy')
     },
     close: () => {
       if (socketDir !== null) rmSync(socketDir, { recursive: true, force: true })

@@ -3,12 +3,14 @@
  * bubblewrap sandbox with its own egress proxy. The proxy opens before the
  * spawn and closes when that CLI has exited. The session manager marks each
  * spec with the folders the sandbox may show (`spec.sandbox`); a spec without
- * them is refused, never run unsandboxed.
+ * them is refused, never run unsandboxed. With SANDBOX_CREDENTIALS=proxy the
+ * API credential stays with that proxy (api-credentials.ts).
  */
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { CliLauncher } from '../cli/cli-handle.js'
+import { holdCredentials } from './api-credentials.js'
 import { buildBwrapSpec } from './bwrap-spec.js'
 import type { Destination } from './destinations.js'
 import { EgressProxy } from './egress-proxy.js'
@@ -23,6 +25,8 @@ export interface SandboxedLauncherOptions {
   egress: readonly Destination[]
   /** Gateway-only folder (mode 0700) for the proxies' sockets; short, so paths fit in 107 bytes. */
   socketDir: string
+  /** `proxy`: the CLI's API credential is held by its egress proxy, never in the sandbox; `env`: in its environment. */
+  credentials: 'proxy' | 'env'
   logger: Logger
 }
 
@@ -37,7 +41,14 @@ export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLaunche
     const mounts = spec.sandbox
     if (mounts === undefined) throw new Error(`session ${spec.sessionId}: no sandbox folders in the spawn spec; refusing to run the CLI unsandboxed`)
     const socketPath = join(options.socketDir, `${randomBytes(6).toString('hex')}.sock`)
-    const proxy = new EgressProxy({ socketPath, allow: options.egress, logger: options.logger, sessionId: spec.sessionId })
+    const { env, held } = options.credentials === 'proxy' ? holdCredentials(spec.env, `http://127.0.0.1:${port}`) : { env: spec.env, held: null }
+    const proxy = new EgressProxy({
+      socketPath,
+      allow: options.egress,
+      logger: options.logger,
+      sessionId: spec.sessionId,
+      api: held === null ? undefined : { held, port }
+    })
     const sandboxed = buildBwrapSpec({
       bwrap: options.bwrap,
       socat: options.socat,
@@ -49,7 +60,7 @@ export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLaunche
       proxyPort: port,
       command: spec.command,
       args: spec.args,
-      env: spec.env
+      env
     }, options.system)
     try {
       return inner({ ...sandboxed, sessionId: spec.sessionId }, {

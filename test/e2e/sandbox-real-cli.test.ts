@@ -3,8 +3,11 @@
 // API traffic going through the session's egress proxy to the local stand-in
 // (the sandbox has no other network), and the allowed Bash command runs
 // inside the sandbox: it creates its file in the workspace but cannot see the
-// gateway's process or reach Redis.
+// gateway's process or reach Redis. The API key stays with the gateway
+// (SANDBOX_CREDENTIALS=proxy, the default): nothing in the sandbox holds it,
+// yet every request the stand-in saw carried it.
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
@@ -14,16 +17,19 @@ import { sandboxUnavailable } from '../support/sandbox.js'
 
 after(closeAll)
 const unavailable = sandboxUnavailable()
+/** The API key in the gateway's environment, this run's own. */
+const KEY = `sk-ant-test-${randomBytes(12).toString('hex')}`
 
 test('sandboxed real CLI: permission prompt allowed, tool runs confined, API reached only through the egress proxy', { timeout: E2E_TEST_TIMEOUT_MS, skip: unavailable ?? false }, async () => {
-  const e = await startE2e({ env: { SANDBOX: 'bwrap' } })
+  const e = await startE2e({ env: { SANDBOX: 'bwrap' }, cliEnv: (env) => ({ ...env, ANTHROPIC_API_KEY: KEY }) })
   try {
     const session = await e.createSession()
     const holder = await e.connect(session.id)
     const command = 'touch sandboxed.txt && ' +
       `{ test -e /proc/${process.pid}/environ && echo gateway-visible || echo gateway-hidden; } && ` +
       `{ (exec 3<>/dev/tcp/${REDIS_HOST}/${REDIS_PORT}) 2>/dev/null && echo redis-reachable || echo redis-unreachable; } && ` +
-      'echo "proxy=$HTTPS_PROXY"'
+      'echo "proxy=$HTTPS_PROXY" && echo "key=$ANTHROPIC_API_KEY base=$ANTHROPIC_BASE_URL" && ' +
+      `{ cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -F '${KEY}' || true; }`
     holder.sendUser(`RUN_BASH ${command}`)
 
     const prompt = await waitLive(holder, isCanUseTool)
@@ -34,12 +40,15 @@ test('sandboxed real CLI: permission prompt allowed, tool runs confined, API rea
 
     const result = await waitLive(holder, isCli('result'))
     assert.equal(result.subtype, 'success', JSON.stringify(result))
-    assert.equal(result.result, 'Tool finished: gateway-hidden\nredis-unreachable\nproxy=http://127.0.0.1:3128')
+    assert.equal(result.result, 'Tool finished: gateway-hidden\nredis-unreachable\nproxy=http://127.0.0.1:3128\n' +
+      'key=held-by-claude-gateway base=http://127.0.0.1:3128\n0')
     assert.ok(existsSync(join(e.workspace(session.id), 'sandboxed.txt')), 'the allowed command created its file in the workspace')
     const init = holder.frames.find(isCli('system', 'init'))
     assert.equal(init.cwd, e.workspace(session.id), 'same path inside the sandbox as on the host')
     // Both model calls (the prompt, then the tool result) reached the stand-in: through the proxy, the only way out.
     assert.ok(e.turns().length >= 2, `streamed requests seen by the stand-in: ${e.turns().length}`)
+    // ... each with the real key, which only the gateway had.
+    assert.deepEqual([...new Set(e.mock.requests.map((r) => r.credential.apiKey))], [KEY])
   } finally {
     await e.close()
   }

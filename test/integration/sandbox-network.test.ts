@@ -7,7 +7,8 @@
  * the egress proxy. Only the allowed API destination (ANTHROPIC_BASE_URL,
  * here a local stand-in) is reachable, and only through the proxy. On
  * today's main every refusal below is a success: the tool shares the host's
- * network and /proc.
+ * network and /proc. The gateway's ANTHROPIC_API_KEY never enters the
+ * sandbox, yet requests to the CLI's ANTHROPIC_BASE_URL arrive with it.
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
@@ -30,6 +31,7 @@ const PROBE = fileURLToPath(new URL('../fixtures/net-probe.mjs', import.meta.url
 const REDIS = `${REDIS_HOST}:${REDIS_PORT}`
 const PREFIX = `cgw-sandbox-${randomBytes(4).toString('hex')}:`
 const PROXY = '127.0.0.1:3128' // the forwarder inside every sandbox
+const KEY = `sk-ant-test-${randomBytes(12).toString('hex')}`
 
 async function freePort (): Promise<number> {
   const s = createServer()
@@ -51,7 +53,11 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
   let sessionId = ''
 
   before(async () => {
-    api = http.createServer((req, res) => res.end(`api-ok ${req.method} ${req.url}`))
+    api = http.createServer((req, res) => {
+      // Says whether the real key came, never echoes a credential back into the sandbox.
+      if (req.url?.startsWith('/v1/whoami') === true) res.end(`key ${req.headers['x-api-key'] === KEY ? 'real' : 'other'} at ${req.url} host ${req.headers.host}`)
+      else res.end(`api-ok ${req.method} ${req.url}`)
+    })
     api.listen(0, '127.0.0.1')
     await once(api, 'listening')
     apiPort = (api.address() as AddressInfo).port
@@ -70,6 +76,7 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
         REDIS_URL,
         REDIS_PREFIX: PREFIX,
         ANTHROPIC_BASE_URL: `http://127.0.0.1:${apiPort}`,
+        ANTHROPIC_API_KEY: KEY,
         LOG_LEVEL: 'info'
       }
     })
@@ -127,5 +134,12 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
     assert.match(await run(holder, `curl -sS -m 5 http://127.0.0.1:${apiPort}/via-env; echo; curl -sS -m 5 -o /dev/null -w '%{http_code}' http://${REDIS}/`), /^api-ok GET \/via-env\n403/)
 
     await eventually(() => logs.split('\n').some((l) => l.includes('sandbox egress refused') && l.includes(sessionId) && l.includes(REDIS)), 5000, 'a refusal log line naming the session')
+  })
+
+  it('keeps the API key with the gateway: the sandbox has a placeholder, its API requests arrive with the real key', async () => {
+    const out = await run(holder, 'echo "$ANTHROPIC_API_KEY $ANTHROPIC_BASE_URL"; ' +
+      `cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -F '${KEY}'; ` +
+      'curl -sS -m 5 -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/v1/whoami?beta=true"; echo')
+    assert.equal(out, `held-by-claude-gateway http://${PROXY}\n0\nkey real at /v1/whoami?beta=true host 127.0.0.1:${apiPort}\n[exit 0]`)
   })
 })

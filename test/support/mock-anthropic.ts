@@ -125,6 +125,8 @@ export interface RecordedRequest {
   query: Record<string, string>
   /** Request headers with x-api-key / authorization removed. */
   headers: Record<string, string | string[] | undefined>
+  /** The x-api-key and authorization headers as received (the credential the CLI, or a proxy for it, sent). */
+  credential: { apiKey?: string; authorization?: string }
   /** Parsed JSON body (or the raw text if not JSON, undefined if empty). */
   body: unknown
   kind: RequestKind
@@ -680,6 +682,9 @@ class MockAnthropicServer implements MockAnthropic {
     const raw = await readBody(req)
     const u = new URL(req.url ?? '/', 'http://mock.invalid')
     const headers: Record<string, string | string[] | undefined> = { ...req.headers }
+    const credential: RecordedRequest['credential'] = {}
+    if (typeof req.headers['x-api-key'] === 'string') credential.apiKey = req.headers['x-api-key']
+    if (typeof req.headers.authorization === 'string') credential.authorization = req.headers.authorization
     delete headers['x-api-key']
     delete headers['authorization']
     const rawText = raw.length > 0 ? decodeBody(raw, req.headers['content-encoding']) : ''
@@ -706,6 +711,7 @@ class MockAnthropicServer implements MockAnthropic {
       url: req.url ?? '/',
       query: Object.fromEntries(u.searchParams.entries()),
       headers,
+      credential,
       body,
       kind,
       stream: kind === 'messages' && mb.stream === true

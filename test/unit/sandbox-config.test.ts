@@ -22,6 +22,7 @@ describe('SANDBOX settings', () => {
     assert.equal(c.sandbox, 'bwrap')
     assert.equal(c.allowUnsandboxed, false)
     assert.equal(c.sandboxEgress, null)
+    assert.equal(c.sandboxCredentials, 'proxy')
   })
 
   it('refuses SANDBOX=none for several tenants, naming SANDBOX, ALLOW_UNSANDBOXED and GATEWAY_TOKENS', () => {
@@ -45,8 +46,10 @@ describe('SANDBOX settings', () => {
     assert.equal(loadConfig({ SANDBOX: 'none', GATEWAY_TOKENS: `${T1}=a,${T2}=b`, CLAUDE_LAUNCHER: '/opt/launch.sh' }).claudeLauncher, '/opt/launch.sh')
   })
 
-  it('validates SANDBOX and SANDBOX_EGRESS', () => {
+  it('validates SANDBOX, SANDBOX_EGRESS and SANDBOX_CREDENTIALS', () => {
     assert.match(refused({ SANDBOX: 'docker' }), /SANDBOX/)
+    assert.match(refused({ SANDBOX_CREDENTIALS: 'vault' }), /SANDBOX_CREDENTIALS/)
+    assert.equal(loadConfig({ SANDBOX_CREDENTIALS: 'env' }).sandboxCredentials, 'env')
     assert.match(refused({ SANDBOX_EGRESS: 'api.anthropic.com,http://x' }), /SANDBOX_EGRESS: "http:\/\/x" is not host\[:port\]/)
     assert.deepEqual(loadConfig({ SANDBOX_EGRESS: 'API.anthropic.com, 10.0.0.5:8080,[::1]:9000' }).sandboxEgress, [
       { host: 'api.anthropic.com', port: 443 }, { host: '10.0.0.5', port: 8080 }, { host: '::1', port: 9000 }

@@ -1,0 +1,84 @@
+/**
+ * SANDBOX_CREDENTIALS=proxy: the CLI's Anthropic API credential stays with
+ * the gateway. Whatever is in a CLI's environment its tools can print, and
+ * one operator key usually serves every tenant; so the sandboxed CLI gets a
+ * placeholder in its place and an ANTHROPIC_BASE_URL on its own egress proxy,
+ * which sends each of its API requests on to the real API with the real
+ * credential (egress-proxy.ts, api-forward.ts).
+ */
+import { readFileSync } from 'node:fs'
+
+/** What a sandboxed CLI finds in ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN instead of the credential. */
+export const CREDENTIAL_PLACEHOLDER = 'held-by-claude-gateway'
+
+const ANTHROPIC_API_URL = 'https://api.anthropic.com'
+
+/** Providers that take their credentials from elsewhere: their variables pass as they are (CLI_ENV_ALLOW). */
+const OTHER_PROVIDERS = ['CLAUDE_CODE_USE_BEDROCK', 'CLAUDE_CODE_USE_VERTEX', 'CLAUDE_CODE_USE_FOUNDRY']
+
+export interface HeldCredentials {
+  /** The real API: the CLI's ANTHROPIC_BASE_URL, else the Anthropic API. */
+  upstream: URL
+  /** Set on every forwarded request, in place of whatever credential headers the CLI sent. */
+  headers: Record<string, string>
+  /** The client certificate the CLI would have presented (CLAUDE_CODE_CLIENT_CERT / _KEY / _KEY_PASSPHRASE). */
+  tls?: { cert: Buffer, key: Buffer, passphrase?: string }
+}
+
+export interface SandboxCredentials {
+  /** The environment the sandboxed CLI gets. */
+  env: Record<string, string>
+  /** What its egress proxy adds to API requests; null when nothing is held (the env is unchanged). */
+  held: HeldCredentials | null
+}
+
+/**
+ * Takes the API credential out of a CLI's environment. `inBoxUrl` is the
+ * base URL the CLI uses instead (its egress proxy, as seen inside the
+ * sandbox). Nothing is held, and the environment is returned unchanged,
+ * when there is no ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, when another
+ * provider is switched on, or when ANTHROPIC_BASE_URL is not an http(s) URL
+ * (the CLI then fails as it would have without a sandbox).
+ */
+export function holdCredentials (env: Record<string, string>, inBoxUrl: string): SandboxCredentials {
+  const key = nonEmpty(env.ANTHROPIC_API_KEY)
+  const token = nonEmpty(env.ANTHROPIC_AUTH_TOKEN)
+  if ((key === undefined && token === undefined) || OTHER_PROVIDERS.some((name) => truthy(env[name]))) return { env, held: null }
+  let upstream: URL
+  try {
+    upstream = new URL(nonEmpty(env.ANTHROPIC_BASE_URL) ?? ANTHROPIC_API_URL)
+  } catch {
+    return { env, held: null }
+  }
+  if (upstream.protocol !== 'https:' && upstream.protocol !== 'http:') return { env, held: null }
+
+  const headers: Record<string, string> = {}
+  const inside: Record<string, string> = { ...env, ANTHROPIC_BASE_URL: inBoxUrl }
+  if (key !== undefined) {
+    headers['x-api-key'] = key
+    inside.ANTHROPIC_API_KEY = CREDENTIAL_PLACEHOLDER
+  }
+  if (token !== undefined) {
+    headers.authorization = `Bearer ${token}`
+    inside.ANTHROPIC_AUTH_TOKEN = CREDENTIAL_PLACEHOLDER
+  }
+  const held: HeldCredentials = { upstream, headers }
+  const cert = nonEmpty(env.CLAUDE_CODE_CLIENT_CERT)
+  const certKey = nonEmpty(env.CLAUDE_CODE_CLIENT_KEY)
+  if (cert !== undefined && certKey !== undefined) {
+    // Read by the gateway, which now makes the TLS connection; a missing file fails the start, as it would fail the CLI.
+    const passphrase = nonEmpty(env.CLAUDE_CODE_CLIENT_KEY_PASSPHRASE)
+    held.tls = { cert: readFileSync(cert), key: readFileSync(certKey), ...(passphrase === undefined ? {} : { passphrase }) }
+  }
+  // The CLI talks plain HTTP to its proxy: it has no use for a client certificate, and its key's passphrase is a secret too.
+  for (const name of ['CLAUDE_CODE_CLIENT_CERT', 'CLAUDE_CODE_CLIENT_KEY', 'CLAUDE_CODE_CLIENT_KEY_PASSPHRASE']) delete inside[name]
+  return { env: inside, held }
+}
+
+function nonEmpty (value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value
+}
+
+function truthy (value: string | undefined): boolean {
+  return value !== undefined && value !== '' && value !== '0' && value.toLowerCase() !== 'false'
+}
