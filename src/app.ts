@@ -130,7 +130,9 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     spawner
   }))
 
-  const sandbox = gatewaySandbox(config, { inner: launch, logger, cliEnv: parts.env ?? process.env, probe: parts.probeSandbox ?? runOnce })
+  // The credential loadConfig read (ANTHROPIC_API_KEY, or its _FILE: then it is in no environment) goes to the CLI.
+  const cliEnv = Object.keys(config.anthropicCredentials).length === 0 ? parts.env : { ...(parts.env ?? process.env), ...config.anthropicCredentials }
+  const sandbox = gatewaySandbox(config, { inner: launch, logger, cliEnv: cliEnv ?? process.env, probe: parts.probeSandbox ?? runOnce })
 
   // Client frames for sessions whose CLI runs on another node go there through the store's node bus.
   const router = new ClusterRouter({
@@ -190,7 +192,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     // A sandbox shows no shared HOME: its CLI always gets its tenant's own config dir.
     configRoot: config.tenantConfigDirs || sandbox.active ? join(config.dataDir, 'claude-config') : null,
     launcher: config.claudeLauncher,
-    env: parts.env,
+    env: cliEnv,
     cliEnvAllow: config.cliEnvAllow,
     limits: {
       permissionTimeoutMs: config.permissionTimeoutMs,

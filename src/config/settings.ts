@@ -111,6 +111,9 @@ export const envSchema = z.object({
     unset: 'host:port of `ANTHROPIC_BASE_URL`, else `api.anthropic.com:443`',
     about: '`host[:port]` list: the only destinations a sandboxed CLI reaches (through the proxy)'
   }),
+  ANTHROPIC_API_KEY: optional(z.string(), '(none)',
+    'the CLI\'s Anthropic API key (from `_FILE`, it is in no process\'s environment); in the sandbox only the CLI\'s egress proxy holds it (`SANDBOX_CREDENTIALS`)', true),
+  ANTHROPIC_AUTH_TOKEN: optional(z.string(), '(none)', 'a bearer token for the CLI instead of a key (an LLM gateway\'s), held like the key', true),
   SANDBOX_CREDENTIALS: defaulted(z.enum(['proxy', 'env']), 'proxy',
     'where a sandboxed CLI\'s `ANTHROPIC_API_KEY` / `ANTHROPIC_AUTH_TOKEN` is: `proxy` (held by its egress proxy, which adds it to each API request; the CLI sees a placeholder) or `env` (in its environment, readable by its tools)'),
   CLI_ENV_ALLOW: defaulted(commaList(), '',
@@ -261,6 +264,11 @@ export const configSchema = envSchema.transform((e, ctx) => {
     sandboxEgress: e.SANDBOX_EGRESS,
     /** `proxy`: the CLI's API credential never enters its sandbox (src/sandbox/api-credentials.ts). */
     sandboxCredentials: e.SANDBOX_CREDENTIALS,
+    /** The CLI's API credential as set on the gateway (or read from its `_FILE`); it goes into the CLI's environment source. */
+    anthropicCredentials: {
+      ...(e.ANTHROPIC_API_KEY === undefined ? {} : { ANTHROPIC_API_KEY: e.ANTHROPIC_API_KEY }),
+      ...(e.ANTHROPIC_AUTH_TOKEN === undefined ? {} : { ANTHROPIC_AUTH_TOKEN: e.ANTHROPIC_AUTH_TOKEN })
+    },
     tenantConfigDirs: e.TENANT_CONFIG_DIRS,
     maxSessionsPerTenant: e.MAX_SESSIONS_PER_TENANT,
     maxClientsPerSession: e.MAX_CLIENTS_PER_SESSION,

@@ -7,18 +7,19 @@
  * the egress proxy. Only the allowed API destination (ANTHROPIC_BASE_URL,
  * here a local stand-in) is reachable, and only through the proxy. On
  * today's main every refusal below is a success: the tool shares the host's
- * network and /proc. The gateway's ANTHROPIC_API_KEY never enters the
- * sandbox, yet requests to the CLI's ANTHROPIC_BASE_URL arrive with it.
+ * network and /proc. The gateway's API key (ANTHROPIC_API_KEY_FILE, so in no
+ * environment) never enters the sandbox, yet requests to the CLI's
+ * ANTHROPIC_BASE_URL arrive with it.
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
 import { networkInterfaces, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { after, before, describe, it } from 'node:test'
 import { FAKE_CLI, TOKEN_A, TOKEN_B, TestClient, eventually } from '../support/gateway.js'
@@ -49,6 +50,7 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
   let api: http.Server
   let apiPort = 0
   let dataDir = ''
+  let keyFile = ''
   let holder: TestClient
   let sessionId = ''
 
@@ -63,6 +65,8 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
     apiPort = (api.address() as AddressInfo).port
     gwPort = await freePort()
     dataDir = mkdtempSync(join(tmpdir(), 'cgw-sbx-net-'))
+    keyFile = join(mkdtempSync(join(tmpdir(), 'cgw-sbx-key-')), 'anthropic_api_key')
+    writeFileSync(keyFile, `${KEY}\n`, { mode: 0o600 })
     server = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -76,7 +80,7 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
         REDIS_URL,
         REDIS_PREFIX: PREFIX,
         ANTHROPIC_BASE_URL: `http://127.0.0.1:${apiPort}`,
-        ANTHROPIC_API_KEY: KEY,
+        ANTHROPIC_API_KEY_FILE: keyFile,
         LOG_LEVEL: 'info'
       }
     })
@@ -100,6 +104,7 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
     api?.close()
     await deleteKeys(REDIS_URL, PREFIX).catch(() => {})
     rmSync(dataDir, { recursive: true, force: true })
+    if (keyFile !== '') rmSync(dirname(keyFile), { recursive: true, force: true })
   })
 
   it("keeps the gateway's environment (tokens, REDIS_URL) out of reach", async () => {
@@ -137,9 +142,9 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
   })
 
   it('keeps the API key with the gateway: the sandbox has a placeholder, its API requests arrive with the real key', async () => {
-    const out = await run(holder, 'echo "$ANTHROPIC_API_KEY $ANTHROPIC_BASE_URL"; ' +
+    const out = await run(holder, `cat ${keyFile} 2>&1; ` + 'echo "$ANTHROPIC_API_KEY $ANTHROPIC_BASE_URL"; ' +
       `cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -F '${KEY}'; ` +
       'curl -sS -m 5 -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/v1/whoami?beta=true"; echo')
-    assert.equal(out, `held-by-claude-gateway http://${PROXY}\n0\nkey real at /v1/whoami?beta=true host 127.0.0.1:${apiPort}\n[exit 0]`)
+    assert.equal(out, `cat: ${keyFile}: No such file or directory\nheld-by-claude-gateway http://${PROXY}\n0\nkey real at /v1/whoami?beta=true host 127.0.0.1:${apiPort}\n[exit 0]`)
   })
 })

@@ -57,7 +57,13 @@ describe('loadConfig: secrets from files', () => {
     assert.match(configError(() => loadConfig({ METRICS_TOKEN_FILE: secretFile('short-metrics', 'short\n') })), /METRICS_TOKEN \(read from METRICS_TOKEN_FILE\): must be at least 16 characters/)
   })
 
-  const secrets = ['GATEWAY_TOKENS', 'JWT_SECRET', 'JWT_PUBLIC_KEY', 'REDIS_URL', 'STORE_SECRET', 'METRICS_TOKEN', 'WEBHOOK_URL', 'WEBHOOK_SECRET']
+  it('reads the CLI\'s credential from ANTHROPIC_API_KEY_FILE / ANTHROPIC_AUTH_TOKEN_FILE (or the variables), for the CLI alone', () => {
+    assert.deepEqual(loadConfig({}).anthropicCredentials, {})
+    assert.deepEqual(loadConfig({ ANTHROPIC_API_KEY_FILE: secretFile('api-key', 'sk-ant-from-file\n') }).anthropicCredentials, { ANTHROPIC_API_KEY: 'sk-ant-from-file' })
+    assert.deepEqual(loadConfig({ ANTHROPIC_AUTH_TOKEN: 'tok', ANTHROPIC_API_KEY: '' }).anthropicCredentials, { ANTHROPIC_AUTH_TOKEN: 'tok' })
+  })
+
+  const secrets = ['GATEWAY_TOKENS', 'JWT_SECRET', 'JWT_PUBLIC_KEY', 'REDIS_URL', 'STORE_SECRET', 'METRICS_TOKEN', 'WEBHOOK_URL', 'WEBHOOK_SECRET', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN']
   it('takes exactly these secrets from files', () => {
     assert.deepEqual([...SECRET_FILE_VARIABLES].sort(), [...secrets].sort())
   })
