@@ -4,7 +4,7 @@
  * one operator key usually serves every tenant; so the sandboxed CLI gets a
  * placeholder in its place and an ANTHROPIC_BASE_URL on its own egress proxy,
  * which sends each of its API requests on to the real API with the real
- * credential (egress-proxy.ts, api-forward.ts).
+ * credential (egress-proxy.ts, http-relay.ts).
  */
 import { readFileSync } from 'node:fs'
 

@@ -10,7 +10,7 @@ import https from 'node:https'
 import type { Logger } from 'pino'
 
 /** Headers that concern one hop, never the next. */
-export const HOP_HEADERS = new Set(['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade'])
+const HOP_HEADERS = new Set(['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade'])
 
 export interface RelayTarget {
   url: URL
