@@ -32,8 +32,8 @@ export interface EgressProxyOptions {
 
 const REFUSED = 'egress not allowed by the gateway sandbox\n'
 
-/** What an API request from the CLI carries that is not passed on: its placeholder credential (the held one replaces it) and its Host (the proxy's). */
-const REPLACED_HEADERS = new Set(['x-api-key', 'authorization', 'host'])
+/** The credential headers a CLI with a placeholder sends: never passed on, the held ones replace them (Host is set anew). */
+const CREDENTIAL_HEADERS = new Set(['x-api-key', 'authorization'])
 /** Names the proxy has inside its sandbox. */
 const SELF_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]'])
 
@@ -138,7 +138,7 @@ export class EgressProxy {
     url.search = path.includes('?') ? path.slice(path.indexOf('?')) : ''
     relayHttp(req, res, {
       url,
-      drop: REPLACED_HEADERS,
+      drop: CREDENTIAL_HEADERS,
       set: { host: url.host, ...held.headers },
       agent: this.#apiAgent ?? undefined,
       label: held.upstream.host
