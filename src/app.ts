@@ -41,6 +41,7 @@ import { permissionRoutes } from './routes/permissions.js'
 import { sessionRoutes } from './routes/sessions.js'
 import { validationError } from './routes/validate.js'
 import { wsRoutes } from './routes/ws.js'
+import { gatewayLimits } from './limits/gateway-limits.js'
 import { gatewaySandbox } from './sandbox/gateway-sandbox.js'
 import type { ProbeRunner } from './sandbox/probe.js'
 import type { SessionOptions } from './protocol/session-options.js'
@@ -132,7 +133,9 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
 
   // The credential loadConfig read (ANTHROPIC_API_KEY, or its _FILE: then it is in no environment) goes to the CLI.
   const cliEnv = Object.keys(config.anthropicCredentials).length === 0 ? parts.env : { ...(parts.env ?? process.env), ...config.anthropicCredentials }
-  const sandbox = gatewaySandbox(config, { inner: launch, logger, cliEnv: cliEnv ?? process.env, probe: parts.probeSandbox ?? runOnce })
+  // Limits wrap the sandbox from outside: bwrap, its init and socat count against them too.
+  const limits = gatewayLimits(config, { inner: launch, logger, probe: runOnce })
+  const sandbox = gatewaySandbox(config, { inner: limits.launch, logger, cliEnv: cliEnv ?? process.env, probe: parts.probeSandbox ?? runOnce })
 
   // Client frames for sessions whose CLI runs on another node go there through the store's node bus.
   const router = new ClusterRouter({
@@ -300,6 +303,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   let metricsServer: Server | null = null
 
   app.addHook('onReady', async () => {
+    await limits.start() // before the spawn helper: with cgroup v2 the gateway may move into a leaf first
     spawner?.start()
     await sandbox.start() // refuses to start when SANDBOX=bwrap cannot run here
     if (metricsPort !== 0) {

@@ -48,8 +48,16 @@ const startupRules: Array<(config: Config) => string | null> = [
   unsandboxedProblem,
   dataDirProblem,
   metricsPortProblem,
-  redisClusterProblem
+  redisClusterProblem,
+  cliCgroupProblem
 ]
+
+/** A parent for the CLIs' cgroups with no limit to put in them would look like limits that hold none. */
+function cliCgroupProblem (config: Config): string | null {
+  const { memoryBytes, pids, cpus } = config.cliLimits
+  if (config.cliCgroup === undefined || memoryBytes !== undefined || pids !== undefined || cpus !== undefined) return null
+  return 'CLI_CGROUP: set, but no limit to apply there (CLI_MEMORY_MAX_MB, CLI_PIDS_MAX or CLI_CPUS)'
+}
 
 /** A cluster flag without a seed node would silently fall back to the in-memory store. */
 function redisClusterProblem (config: Config): string | null {

@@ -11,6 +11,8 @@ export interface CliExit {
   stderrTail: string[]
   /** Set when the process could not be started at all (e.g. ENOENT). */
   spawnError?: string
+  /** With CLI_MEMORY_MAX_MB: processes of this CLI (it or its tools) the kernel killed at the limit. */
+  oomKills?: number
 }
 
 export interface CliSpawnSpec {

@@ -170,4 +170,6 @@ export interface ExitInfo {
   reason: string
   at: string
   error?: string
+  /** Processes of the CLI (it or its tools) the kernel killed at its memory limit. */
+  oom_kills?: number
 }

@@ -116,6 +116,12 @@ export const envSchema = z.object({
   ANTHROPIC_AUTH_TOKEN: optional(z.string(), '(none)', 'a bearer token for the CLI instead of a key (an LLM gateway\'s), held like the key', true),
   SANDBOX_CREDENTIALS: defaulted(z.enum(['proxy', 'env']), 'proxy',
     'where a sandboxed CLI\'s `ANTHROPIC_API_KEY` / `ANTHROPIC_AUTH_TOKEN` is: `proxy` (held by its egress proxy, which adds it to each API request; the CLI sees a placeholder) or `env` (in its environment, readable by its tools)'),
+  CLI_MEMORY_MAX_MB: optional(int(32), '(no limit)',
+    'memory (RAM, no swap) of each CLI with every process it starts, in MiB; past it the kernel kills the largest of them (a tool, usually) and the exit says `oom_kills`. Needs a writable cgroup (`CLI_CGROUP`), checked at start'),
+  CLI_PIDS_MAX: optional(int(8), '(no limit)', 'processes and threads each CLI may have at once, its tools\' included: a fork bomb fails inside its session'),
+  CLI_CPUS: optional(z.coerce.number().min(0.01).max(1024), '(no limit)', 'CPU time each CLI with its tools may use, in cores (`0.5` = half of one core per 100 ms period)'),
+  CLI_CGROUP: optional(z.string().regex(/^\/[^\0]*$/, 'must be a cgroup path starting with /'), 'the gateway\'s own cgroup',
+    'cgroup (path as in `/proc/self/cgroup`) under which each CLI gets its own when a `CLI_*_MAX`/`CLI_CPUS` limit is set; cgroup v2 if it offers the controllers, else v1 (docs/SECURITY.md, Resource limits)'),
   CLI_ENV_ALLOW: defaulted(commaList(), '',
     'extra variables for the CLI besides the documented list: names, or prefixes ending in `_` or `*` (e.g. `AWS_,GOOGLE_` for Bedrock/Vertex)'),
   CLIENT_CONTROL_ALLOW: defaulted(listOf(/^(\*|[a-z][a-z0-9_]{0,99})$/, 'control subtypes (lower_snake_case) or *'),
@@ -256,6 +262,13 @@ export const configSchema = envSchema.transform((e, ctx) => {
     permissionBroadRuleTools: e.PERMISSION_BROAD_RULE_TOOLS,
     /** Command that wraps each CLI (receives workspace, config dir, then the CLI argv). */
     claudeLauncher: e.CLAUDE_LAUNCHER,
+    /** Per-CLI cgroup limits (src/limits/): each absent when unset. */
+    cliLimits: {
+      memoryBytes: e.CLI_MEMORY_MAX_MB === undefined ? undefined : e.CLI_MEMORY_MAX_MB * 1024 * 1024,
+      pids: e.CLI_PIDS_MAX,
+      cpus: e.CLI_CPUS
+    },
+    cliCgroup: e.CLI_CGROUP,
     /** How each CLI is confined when no CLAUDE_LAUNCHER is set. */
     sandbox: e.SANDBOX,
     /** SANDBOX=none accepted although the gateway serves several tenants or listens beyond loopback. */

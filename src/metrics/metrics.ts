@@ -83,6 +83,7 @@ export class Metrics implements MetricsSink {
   readonly #permissionWait: Histogram<'outcome'>
   readonly #permissions: Counter<'outcome'>
   readonly #exits: Counter<'code' | 'signal'>
+  readonly #oomKills: Counter
   readonly #spawns: Histogram
   readonly #authFailures: Counter<'reason'>
   readonly #rateLimited: Counter<'kind'>
@@ -192,6 +193,7 @@ export class Metrics implements MetricsSink {
     })
     this.#permissions = new Counter({ name: 'cgw_permission_prompts_total', help: 'Permission prompts ended, by outcome', labelNames: ['outcome'], registers })
     this.#exits = new Counter({ name: 'cgw_cli_exits_total', help: 'CLI processes that ended, by exit code and signal ("none" when absent)', labelNames: ['code', 'signal'], registers })
+    this.#oomKills = new Counter({ name: 'cgw_cli_oom_kills_total', help: 'Processes of CLIs (the CLI or its tools) the kernel killed at CLI_MEMORY_MAX_MB, counted when the CLI ends', registers })
     this.#spawns = new Histogram({
       name: 'cgw_cli_spawn_seconds',
       help: 'Time the event loop spent starting one CLI process (a fork of the gateway: grows with its memory)',
@@ -270,8 +272,9 @@ export class Metrics implements MetricsSink {
     this.#permissions.inc({ outcome })
   }
 
-  cliExited (code: number | null, signal: string | null): void {
+  cliExited (code: number | null, signal: string | null, oomKills = 0): void {
     this.#exits.inc({ code: code === null ? 'none' : String(code), signal: signal ?? 'none' })
+    if (oomKills > 0) this.#oomKills.inc(oomKills)
   }
 
   cliSpawned (seconds: number): void {

@@ -36,8 +36,8 @@ export interface MetricsSink {
   appendTimed: (seconds: number, ok: boolean) => void
   /** A permission prompt ended `seconds` after the CLI asked. */
   permissionAnswered: (outcome: PermissionOutcome, seconds: number) => void
-  /** A CLI process ended (exit code, or the signal that ended it). */
-  cliExited: (code: number | null, signal: string | null) => void
+  /** A CLI process ended (exit code, or the signal that ended it; with CLI_MEMORY_MAX_MB, how many of its processes the kernel killed at the limit). */
+  cliExited: (code: number | null, signal: string | null, oomKills?: number) => void
   /** Starting a CLI process held the event loop `seconds` (spawn() forks the gateway). */
   cliSpawned: (seconds: number) => void
   /** A session's event log started or stopped holding frames for an unreachable store. */

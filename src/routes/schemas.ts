@@ -54,7 +54,8 @@ const exitInfo = z.object({
   stderr_tail: z.array(z.string()),
   reason: z.enum(['exited', 'stopped', 'spawn_failed', 'lost']),
   at: z.string(),
-  error: z.string().optional()
+  error: z.string().optional(),
+  oom_kills: z.number().int().optional().describe('Processes of the CLI (it or its tools) the kernel killed at its memory limit (CLI_MEMORY_MAX_MB); absent when none')
 })
 
 /** src/session/session-view.ts: a session as REST callers see it. */

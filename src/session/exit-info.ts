@@ -14,7 +14,8 @@ export function exitInfo (exit: CliExit, stopped: boolean): ExitInfo {
     stderr_tail: exit.stderrTail,
     reason: exit.spawnError !== undefined ? 'spawn_failed' : stopped ? 'stopped' : 'exited',
     at: new Date().toISOString(),
-    ...(exit.spawnError === undefined ? {} : { error: exit.spawnError })
+    ...(exit.spawnError === undefined ? {} : { error: exit.spawnError }),
+    ...(exit.oomKills === undefined ? {} : { oom_kills: exit.oomKills })
   }
 }
 

@@ -503,7 +503,7 @@ export class Session {
   // ---- CLI ----
 
   #onExit (exit: CliExit): void {
-    this.#metrics.cliExited(exit.code, exit.signal)
+    this.#metrics.cliExited(exit.code, exit.signal, exit.oomKills)
     this.#cli = null
     this.#idle.disarm()
     const stopped = this.#stopping

@@ -18,7 +18,8 @@ const exitInfo = z.object({
   stderr_tail: z.array(z.string()),
   reason: z.enum(['exited', 'stopped', 'spawn_failed', 'lost']),
   at: timestamp,
-  error: z.string().optional()
+  error: z.string().optional(),
+  oom_kills: z.number().int().min(1).optional()
 })
 
 /** Fields added later by the gateway are allowed (the MAC covers them); the ones below must hold. */

@@ -36,6 +36,8 @@ export interface ExitInfo {
   at: string
   /** With `spawn_failed`: why the process could not be started. */
   error?: string
+  /** Processes of the CLI (it or its tools) the kernel killed at its memory limit (CLI_MEMORY_MAX_MB); absent when none. */
+  oom_kills?: number
 }
 
 export type SessionStatus = 'starting' | 'running' | 'stopping' | 'stopped' | 'exited'

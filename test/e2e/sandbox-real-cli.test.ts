@@ -8,12 +8,13 @@
 // yet every request the stand-in saw carried it.
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { existsSync } from 'node:fs'
+import { existsSync, rmdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
 import { E2E_TEST_TIMEOUT_MS, allowAnswer, closeAll, isCanUseTool, isCli, isGateway, startE2e, waitLive } from '../support/e2e.js'
 import { REDIS_HOST, REDIS_PORT } from '../support/redis-server.js'
-import { sandboxUnavailable } from '../support/sandbox.js'
+import { findParents } from '../../src/limits/cgroup-parents.js'
+import { cgroupsUnavailable, sandboxUnavailable } from '../support/sandbox.js'
 
 after(closeAll)
 const unavailable = sandboxUnavailable()
@@ -51,5 +52,29 @@ test('sandboxed real CLI: permission prompt allowed, tool runs confined, API rea
     assert.deepEqual([...new Set(e.mock.requests.map((r) => r.credential.apiKey))], [KEY])
   } finally {
     await e.close()
+  }
+})
+
+test('sandboxed real CLI under CLI limits: a tool past CLI_MEMORY_MAX_MB is killed, the CLI finishes the turn and the exit counts it', { timeout: E2E_TEST_TIMEOUT_MS, skip: unavailable ?? cgroupsUnavailable() ?? false }, async () => {
+  const cgroup = `/cgw-e2e-${randomBytes(4).toString('hex')}`
+  const e = await startE2e({ env: { SANDBOX: 'bwrap', CLI_CGROUP: cgroup, CLI_MEMORY_MAX_MB: '1024', CLI_PIDS_MAX: '512', CLI_CPUS: '1.5' } })
+  try {
+    const session = await e.createSession()
+    const holder = await e.connect(session.id)
+    // tail holds a line it has not seen the end of: 3 GiB of zeros, no newline, past the CLI's 1 GiB.
+    const command = 'head -c 3000M /dev/zero | tail -n 1 >/dev/null; echo "tail=$?"; cat /proc/self/cgroup | grep -c cgw-e2e || true'
+    holder.sendUser(`RUN_BASH ${command}`)
+    const prompt = await waitLive(holder, isCanUseTool)
+    holder.send(allowAnswer(prompt.request_id, { updatedInput: prompt.request.input }))
+    const result = await waitLive(holder, isCli('result'))
+    assert.equal(result.subtype, 'success', JSON.stringify(result))
+    // Its own cgroup namespace: the box sees its cgroup as its root, not the path outside.
+    assert.match(result.result, /^Tool finished: [^]*\bKilled\b[^]*\ntail=137\n0$/)
+    assert.equal((await e.gw.request('DELETE', `/v1/sessions/${session.id}`)).status, 200)
+    const { body } = await e.gw.request('GET', `/v1/sessions/${session.id}`)
+    assert.ok(body.exit.oom_kills >= 1, `exit: ${JSON.stringify(body.exit)}`)
+  } finally {
+    await e.close()
+    for (const dir of new Set(findParents(['memory', 'pids', 'cpu'], cgroup).dirs.values())) rmdirSync(dir)
   }
 })

@@ -1,10 +1,12 @@
 /**
- * Helpers for the sandbox tests: whether bubblewrap can run here (and if
- * not, exactly why, for the skip message), and a `run` that sends the fake
+ * Helpers for the sandbox tests: whether bubblewrap and per-CLI cgroups
+ * can run here (and if not, exactly why, for the skip message), and a `run` that sends the fake
  * CLI's `run <shell command>` scenario and returns what the command printed.
  */
 import { spawnSync } from 'node:child_process'
-import { readFileSync, readdirSync } from 'node:fs'
+import { existsSync, readFileSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { findParents } from '../../src/limits/cgroup-parents.js'
 import type { TestClient } from './gateway.js'
 
 /** Why SANDBOX=bwrap cannot run on this machine, or null when it can. */
@@ -16,6 +18,19 @@ export function sandboxUnavailable (): string | null {
   const probe = spawnSync('bwrap', ['--unshare-all', '--die-with-parent', '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', 'true'], { encoding: 'utf8', timeout: 5000 })
   if (probe.status !== 0) return `\`bwrap --unshare-all --proc /proc ... true\` fails here (${probe.stderr.trim() || `status ${String(probe.status)}`}): no unprivileged user namespaces, or /proc cannot be mounted (container without the settings in docs/SECURITY.md)`
   return null
+}
+
+/** Why per-CLI cgroups (CLI_MEMORY_MAX_MB, CLI_PIDS_MAX, CLI_CPUS) cannot be made here (no controllers, not root), or null. */
+export function cgroupsUnavailable (): string | null {
+  try {
+    const parents = findParents(['memory', 'pids', 'cpu'], '/cgw-probe')
+    for (const dir of new Set(parents.dirs.values())) {
+      if (!existsSync(join(dir, '..'))) return `${join(dir, '..')} does not exist`
+    }
+    return process.getuid?.() === 0 ? null : 'cgroups are writable by root only here'
+  } catch (err) {
+    return (err as Error).message
+  }
 }
 
 /** Sends a prompt and returns the text of that turn's assistant answer (the fake answers with one text block). */

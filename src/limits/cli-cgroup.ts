@@ -1,0 +1,178 @@
+/**
+ * One CLI's cgroup (limited-launcher.ts makes one per CLI start): its
+ * folder per hierarchy with the limits written, the OOM kills it saw, and
+ * its end: whatever is left in it killed, the folders removed. Also the
+ * removal of the cgroups a gateway process that is gone left behind. Only
+ * files are touched: a CLI joins its cgroup itself, by writing to
+ * `cgroup.procs` before it execs, so no process of it runs outside.
+ */
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { type CgroupLimits, type CgroupParents, type Controller, readList } from './cgroup-parents.js'
+
+/** The CPU time period limits are enforced over (the kernel's default), in µs. */
+const CPU_PERIOD_US = 100_000
+
+/** One CLI's cgroup: a folder per hierarchy (one with v2). */
+export class CliCgroup {
+  readonly #version: 1 | 2
+  /** Folder per controller. */
+  readonly #dirs: Map<Controller, string>
+
+  /** The cgroup `name` under `parents`, as it is (made by `create`, or a leftover). */
+  constructor (parents: CgroupParents, name: string) {
+    this.#version = parents.version
+    this.#dirs = new Map([...parents.dirs].map(([c, dir]) => [c, join(dir, name)]))
+  }
+
+  /** Makes the folders and writes `limits` into them; throws (having removed what it made) when the kernel refuses. */
+  static create (parents: CgroupParents, name: string, limits: CgroupLimits): CliCgroup {
+    const group = new CliCgroup(parents, name)
+    try {
+      for (const dir of group.folders) mkdirSync(dir)
+      group.#write(limits)
+    } catch (err) {
+      for (const dir of group.folders) rmdirQuietly(dir)
+      throw err
+    }
+    return group
+  }
+
+  /** Each distinct folder (v1: one per hierarchy). */
+  get folders (): string[] {
+    return [...new Set(this.#dirs.values())]
+  }
+
+  /** The `cgroup.procs` files a process writes `0` to, to join this cgroup in every hierarchy. */
+  get procsFiles (): string[] {
+    return this.folders.map((dir) => join(dir, 'cgroup.procs'))
+  }
+
+  /** Processes killed by the kernel because this cgroup hit its memory limit. */
+  oomKills (): number {
+    const dir = this.#dirs.get('memory')
+    if (dir === undefined) return 0
+    const file = this.#version === 2 ? 'memory.events' : 'memory.oom_control'
+    try {
+      const match = /^oom_kill (\d+)$/m.exec(readFileSync(join(dir, file), 'utf8'))
+      return match === null ? 0 : Number(match[1])
+    } catch {
+      return 0
+    }
+  }
+
+  /** Pids in the cgroup now. */
+  pids (): number[] {
+    const [dir] = this.folders
+    return dir === undefined ? [] : readList(join(dir, 'cgroup.procs')).map(Number)
+  }
+
+  /**
+   * Kills everything left in it and removes the folders. Processes take a
+   * moment to die after SIGKILL and the folder stays busy until they have,
+   * so it tries again for up to about `withinMs`. False when it could not.
+   */
+  async remove (withinMs = 2000): Promise<boolean> {
+    const deadline = Date.now() + withinMs
+    for (let wait = 5; ; wait = Math.min(wait * 2, 100)) {
+      this.#kill()
+      let left = 0
+      for (const dir of this.folders) if (!rmdirQuietly(dir)) left++
+      if (left === 0) return true
+      if (Date.now() > deadline) return false
+      await new Promise((resolve) => setTimeout(resolve, wait))
+    }
+  }
+
+  #kill (): void {
+    const dir = this.folders[0]
+    if (dir === undefined) return
+    if (this.#version === 2 && existsSync(join(dir, 'cgroup.kill'))) {
+      try {
+        writeFileSync(join(dir, 'cgroup.kill'), '1')
+        return
+      } catch {
+        // removed meanwhile, or an older kernel: signal one by one
+      }
+    }
+    for (const pid of this.pids()) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+
+  #write (limits: CgroupLimits): void {
+    const at = (c: Controller, file: string): string => join(this.#dirs.get(c) as string, file)
+    if (limits.memoryBytes !== undefined) {
+      const bytes = String(limits.memoryBytes)
+      if (this.#version === 2) {
+        writeFileSync(at('memory', 'memory.max'), bytes)
+        // Swap would let a process past the limit slow the whole host down instead of being killed.
+        if (existsSync(at('memory', 'memory.swap.max'))) writeFileSync(at('memory', 'memory.swap.max'), '0')
+      } else {
+        writeFileSync(at('memory', 'memory.limit_in_bytes'), bytes)
+        if (existsSync(at('memory', 'memory.memsw.limit_in_bytes'))) writeFileSync(at('memory', 'memory.memsw.limit_in_bytes'), bytes)
+      }
+    }
+    if (limits.pids !== undefined) writeFileSync(at('pids', 'pids.max'), String(limits.pids))
+    if (limits.cpus !== undefined) {
+      const quota = String(Math.max(1000, Math.round(limits.cpus * CPU_PERIOD_US)))
+      if (this.#version === 2) {
+        writeFileSync(at('cpu', 'cpu.max'), `${quota} ${CPU_PERIOD_US}`)
+      } else {
+        writeFileSync(at('cpu', 'cpu.cfs_period_us'), String(CPU_PERIOD_US))
+        writeFileSync(at('cpu', 'cpu.cfs_quota_us'), quota)
+      }
+    }
+  }
+}
+
+/**
+ * Removes the CLI cgroups a previous gateway process left under `parents`
+ * (named `cgw-<pid>-…` by limited-launcher.ts): those of a pid that no
+ * longer runs, or of this process's own pid (a container restarted with the
+ * same pid). What still runs in them is killed. Returns the names removed.
+ */
+export async function sweepLeftovers (parents: CgroupParents): Promise<string[]> {
+  const names = new Set<string>()
+  for (const dir of new Set(parents.dirs.values())) {
+    let entries: string[]
+    try {
+      entries = readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name)
+    } catch {
+      continue
+    }
+    for (const name of entries) {
+      const pid = Number(/^cgw-(\d+)-/.exec(name)?.[1] ?? NaN)
+      if (Number.isInteger(pid) && (pid === process.pid || !alive(pid))) names.add(name)
+    }
+  }
+  const removed: string[] = []
+  for (const name of names) {
+    if (await new CliCgroup(parents, name).remove()) removed.push(name)
+  }
+  return removed
+}
+
+/** True while a process has this pid (EPERM: it does, as another user). */
+function alive (pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/** rmdir that reports instead of throwing: true when the folder is gone. */
+function rmdirQuietly (dir: string): boolean {
+  try {
+    rmdirSync(dir)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT'
+  }
+}

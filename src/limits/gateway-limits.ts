@@ -1,0 +1,96 @@
+/**
+ * The gateway's per-CLI resource limits in one place, for app.ts: whether
+ * any is set, the launcher that applies them (limited-launcher.ts), and the
+ * start-up work: the parent cgroup found and prepared, leftovers of a
+ * previous gateway removed, and one real join checked, so that a host where
+ * the limits cannot hold refuses to start instead of failing every session.
+ */
+import type { Logger } from 'pino'
+import type { CliLauncher } from '../cli/cli-handle.js'
+import { ConfigError, type Config } from '../config.js'
+import type { ProbeRunner } from '../sandbox/probe.js'
+import { type CgroupParents, controllersFor, findParents, prepareParents } from './cgroup-parents.js'
+import { CliCgroup, sweepLeftovers } from './cli-cgroup.js'
+import { limitedLauncher, joinArgs } from './limited-launcher.js'
+
+export interface GatewayLimitsOptions {
+  /** Starts a CLI from a spawn spec (CliProcess in production). */
+  inner: CliLauncher
+  logger: Logger
+  /** Runs the start-up join check. */
+  probe: ProbeRunner
+  /** Where /proc is (tests point it at a copy). */
+  proc?: string
+}
+
+export interface GatewayLimits {
+  /** True when each CLI runs in a cgroup of its own with the limits set. */
+  readonly active: boolean
+  readonly launch: CliLauncher
+  /** At start, before any CLI (or the spawn helper) starts: throws ConfigError when the limits cannot hold here. */
+  start: () => Promise<void>
+}
+
+const HOW_TO_FIX = 'Run the gateway where it may manage a cgroup: a systemd service with Delegate=yes, a container with a writable cgroup ' +
+  'namespace (podman --security-opt unmask=/sys/fs/cgroup), or as root; or unset CLI_MEMORY_MAX_MB, CLI_PIDS_MAX and CLI_CPUS and limit the gateway as a whole (docs/SECURITY.md, Resource limits).'
+
+export function gatewayLimits (config: Config, options: GatewayLimitsOptions): GatewayLimits {
+  const { logger } = options
+  const limits = config.cliLimits
+  const needed = controllersFor(limits)
+  if (needed.length === 0) {
+    return {
+      active: false,
+      launch: options.inner,
+      start: async () => {
+        logger.info('no per-CLI limits (CLI_PIDS_MAX, CLI_MEMORY_MAX_MB, CLI_CPUS): a session may use all the pids, memory and CPU the gateway has')
+      }
+    }
+  }
+
+  let launcher: CliLauncher | null = null
+  const fail = (why: string): ConfigError => new ConfigError(`invalid configuration:\n  CLI limits (${needed.join(', ')}) cannot hold here: ${why}. ${HOW_TO_FIX}`)
+  return {
+    active: true,
+    launch: (spec, callbacks) => {
+      if (launcher === null) throw new Error('CLI limits: a CLI start before the gateway started')
+      return launcher(spec, callbacks)
+    },
+    start: async () => {
+      let parents: CgroupParents
+      try {
+        parents = findParents(needed, config.cliCgroup, options.proc)
+        prepareParents(parents)
+      } catch (err) {
+        throw fail((err as Error).message)
+      }
+      const swept = await sweepLeftovers(parents)
+      if (swept.length > 0) logger.warn({ cgroups: swept }, 'removed CLI cgroups left by a previous gateway process (what ran in them was killed)')
+      const problem = await checkJoin(parents, options.probe)
+      if (problem !== null) throw fail(problem)
+      launcher = limitedLauncher(options.inner, { parents, limits, logger })
+      logger.info({ cgroupVersion: parents.version, parent: [...new Set(parents.dirs.values())], limits },
+        'each CLI runs in a cgroup of its own with these limits')
+    }
+  }
+}
+
+/** A throwaway cgroup with the limits' controllers, joined by a shell as a CLI joins its own; null when that worked. */
+async function checkJoin (parents: CgroupParents, run: ProbeRunner): Promise<string | null> {
+  let group: CliCgroup
+  try {
+    group = CliCgroup.create(parents, `cgw-${process.pid}-check`, {})
+  } catch (err) {
+    return `cannot make a cgroup under ${[...new Set(parents.dirs.values())].join(', ')} (${(err as Error).message})`
+  }
+  try {
+    const r = await run('/bin/sh', joinArgs(group.procsFiles, '/bin/cat', ['/proc/self/cgroup']), 10_000)
+    const name = `/cgw-${process.pid}-check`
+    if (r.code !== 0 || !r.output.split('\n').some((line) => line.endsWith(name))) {
+      return `a process could not join a cgroup made under ${group.folders.join(', ')} (${r.error !== '' ? r.error : r.output})`
+    }
+    return null
+  } finally {
+    await group.remove()
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * CLI_PIDS_MAX, CLI_MEMORY_MAX_MB, CLI_CPUS with real cgroups (v2 where the
+ * machine offers the controllers there, else v1) and the fake CLI's `run`
+ * tool: what a runaway tool meets inside its own session, that its
+ * neighbours do not notice, and that nothing it started outlives the
+ * session. Each test uses a cgroup parent of its own (CLI_CGROUP).
+ */
+import assert from 'node:assert/strict'
+import { spawn, spawnSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { existsSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, it, type TestContext } from 'node:test'
+import { type CgroupParents, controllersFor, findParents } from '../../src/limits/cgroup-parents.js'
+import { TOKEN_A, TOKEN_B, type TestGateway, eventually, gateway } from '../support/gateway.js'
+import { cgroupsUnavailable, pidsWithArgv, run, sandboxUnavailable } from '../support/sandbox.js'
+
+const unavailable = cgroupsUnavailable() ?? sandboxUnavailable()
+
+interface Limited { gw: TestGateway, parents: CgroupParents }
+
+/** A gateway whose CLIs get `limits` under a fresh cgroup parent, removed after the test. */
+async function limitedGateway (t: TestContext, env: Record<string, string>): Promise<Limited> {
+  const cgroup = `/cgw-test-${randomBytes(4).toString('hex')}`
+  const gw = await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '', CLI_CGROUP: cgroup, ...env } })
+  const parents = findParents(controllersFor({ memoryBytes: env.CLI_MEMORY_MAX_MB, pids: env.CLI_PIDS_MAX, cpus: env.CLI_CPUS } as Record<string, unknown>), cgroup)
+  t.after(async () => {
+    await gw.close()
+    for (const dir of new Set(parents.dirs.values())) rmdirSync(dir)
+  })
+  return { gw, parents }
+}
+
+/** The CLI cgroups under the parents (one name per CLI start, whatever the hierarchy). */
+function cliCgroups (parents: CgroupParents): string[] {
+  const dir = [...parents.dirs.values()][0] as string
+  return readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory() && e.name.startsWith('cgw-')).map((e) => e.name)
+}
+
+async function session (gw: TestGateway, token?: string): Promise<{ id: string, holder: Awaited<ReturnType<TestGateway['connect']>> }> {
+  const { id } = await gw.createSession({}, token)
+  const holder = await gw.connect(id, '', token)
+  await holder.waitFor((f) => f.subtype === 'hello')
+  return { id, holder }
+}
+
+describe('per-CLI resource limits (cgroups)', { skip: unavailable ?? false }, () => {
+  it('stops a fork bomb at CLI_PIDS_MAX inside its own session; another tenant\'s tools still start', async (t) => {
+    const { gw } = await limitedGateway(t, { CLI_PIDS_MAX: '48' })
+    const a = await session(gw)
+    const b = await session(gw, TOKEN_B)
+    const bomb = await run(a.holder, 'for i in $(seq 200); do sleep 61 </dev/null >/dev/null 2>&1 & done; echo loop-done', 30_000)
+    assert.match(bomb, /fork|Resource temporarily unavailable/i, 'the shell was refused new processes')
+    const held = pidsWithArgv(['sleep', '61']).length
+    assert.ok(held > 0 && held < 48, `${held} sleeps run: some started, fewer than the limit`)
+    // While A's cgroup is full, B starts processes as usual.
+    assert.equal(await run(b.holder, 'for i in 1 2 3 4 5 6 7 8; do sleep 0 & done; wait; echo fine'), 'fine\n[exit 0]')
+    assert.equal((await gw.request('DELETE', `/v1/sessions/${a.id}`)).status, 200)
+    await eventually(() => pidsWithArgv(['sleep', '61']).length === 0, 10_000, 'the bomb\'s processes ended with the session')
+  })
+
+  it('kills the tool that passes CLI_MEMORY_MAX_MB, keeps the session, and says so in the exit', async (t) => {
+    const { gw } = await limitedGateway(t, { CLI_MEMORY_MAX_MB: '160' })
+    const { id, holder } = await session(gw)
+    // tail keeps a line it has not seen the end of: 600 MiB of zeros, no newline.
+    assert.match(await run(holder, 'head -c 600M /dev/zero | tail -n 1 >/dev/null', 30_000), /^Killed\n\[exit 137\]$/, 'SIGKILLed by the kernel')
+    assert.equal(await run(holder, 'echo still here'), 'still here\n[exit 0]', 'the CLI itself was not the one killed')
+    assert.equal((await gw.request('DELETE', `/v1/sessions/${id}`)).status, 200)
+    const { body } = await gw.request('GET', `/v1/sessions/${id}`)
+    assert.equal(body.exit.reason, 'stopped')
+    assert.ok(body.exit.oom_kills >= 1, `exit: ${JSON.stringify(body.exit)}`)
+    const metrics = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN_A}` } })).text()
+    assert.match(metrics, new RegExp(`^cgw_cli_oom_kills_total ${body.exit.oom_kills as number}$`, 'm'))
+  })
+
+  it('holds a busy loop to CLI_CPUS of CPU time', async (t) => {
+    const { gw } = await limitedGateway(t, { CLI_CPUS: '0.2' })
+    const { holder } = await session(gw)
+    // The shell's own CPU time (`times`, first line) against the wall time of the loop.
+    const out = await run(holder, 's=$(date +%s%N); i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; e=$(date +%s%N); times; echo wall=$(( (e - s) / 1000000 ))', 60_000)
+    const cpu = /^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/m.exec(out)
+    const wall = /wall=(\d+)/.exec(out)
+    assert.ok(cpu !== null && wall !== null, out)
+    const cpuMs = (Number(cpu[1]) * 60 + Number(cpu[2]) + Number(cpu[3]) * 60 + Number(cpu[4])) * 1000
+    assert.ok(cpuMs > 50, `the loop did work: ${cpuMs} ms of CPU`)
+    assert.ok(cpuMs / Number(wall[1]) <= 0.3, `CPU ${cpuMs} ms over ${wall[1]} ms of wall time: at most about 0.2 of a core`)
+  })
+
+  it('gives each CLI start its own cgroup, and removes it with what a setsid tool left (SANDBOX=none)', async (t) => {
+    const { gw, parents } = await limitedGateway(t, { CLI_PIDS_MAX: '64', SANDBOX: 'none' })
+    const { id, holder } = await session(gw)
+    // Out of the CLI's process group, so the stop ladder's group signals miss it: only the cgroup holds it.
+    assert.equal(await run(holder, 'setsid sleep 62 </dev/null >/dev/null 2>&1 & echo started'), 'started\n[exit 0]')
+    const [sleep] = await eventually(() => { const p = pidsWithArgv(['sleep', '62']); return p.length === 1 && p }, 5000, 'the setsid sleep runs')
+    const names = cliCgroups(parents)
+    assert.ok(names.length === 1 && names[0]?.startsWith(`cgw-${process.pid}-${id}-`), `cgroups: ${names.join(' ')}`)
+    const name = names[0] as string
+    const { body } = await gw.request('GET', `/v1/sessions/${id}`)
+    for (const dir of new Set(parents.dirs.values())) {
+      const procs = readFileSync(join(dir, name, 'cgroup.procs'), 'utf8').split('\n').map(Number)
+      assert.ok(procs.includes(body.pid) && procs.includes(sleep as number), `the CLI (${body.pid}) and the sleep (${sleep}) in ${join(dir, name)}: ${procs.join(' ')}`)
+    }
+    assert.equal(readFileSync(join(parents.dirs.get('pids') as string, name, 'pids.max'), 'utf8').trim(), '64')
+    assert.equal((await gw.request('DELETE', `/v1/sessions/${id}`)).status, 200)
+    await eventually(() => pidsWithArgv(['sleep', '62']).length === 0 && cliCgroups(parents).length === 0, 10_000, 'sleep killed and cgroup removed')
+  })
+
+  it('removes at start the CLI cgroups of a gateway process that is gone, killing what ran in them', async (t) => {
+    const cgroup = `/cgw-test-${randomBytes(4).toString('hex')}`
+    const parents = findParents(['pids'], cgroup)
+    const gone = spawnSync('true').pid as number // a pid that no longer runs
+    const name = `cgw-${gone}-left-over`
+    const sleeper = spawn('sleep', ['63'], { stdio: 'ignore', detached: true })
+    t.after(() => { sleeper.kill('SIGKILL') }) // a no-op once it is gone
+    for (const dir of new Set(parents.dirs.values())) {
+      spawnSync('mkdir', ['-p', join(dir, name)])
+      writeFileSync(join(dir, name, 'cgroup.procs'), String(sleeper.pid))
+    }
+    const exited = new Promise((resolve) => sleeper.once('exit', (code, signal) => resolve(signal)))
+    const gw = await gateway(t, { env: { CLI_CGROUP: cgroup, CLI_PIDS_MAX: '64' } })
+    t.after(async () => {
+      await gw.close()
+      for (const dir of new Set(parents.dirs.values())) rmdirSync(dir)
+    })
+    assert.equal(await exited, 'SIGKILL')
+    for (const dir of new Set(parents.dirs.values())) assert.equal(existsSync(join(dir, name)), false, `${join(dir, name)} removed`)
+  })
+})
