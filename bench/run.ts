@@ -30,7 +30,7 @@ import {
   buildGateway, procCpuMs, runClients, sleep, startBareServer, startGateway
 } from './lib.js'
 import { ioredisPipelineLoop, redisBenchmark, redisRoundTrip, storeAppendLoop } from './redis-baseline.js'
-import { measureSandbox, median } from './sandbox.js'
+import { limitsUnavailable, measureSandbox, median } from './sandbox.js'
 import { type RowInput, closeHelpers, fmt, initLive, scenarioFanout, scenarioLatency, scenarioPermission, scenarioSaturation, storeMode } from './live.js'
 import { type Cell, added, renderScaling, runScaling, spread } from './scaling.js'
 import { FULL_SIZES, QUICK_SIZES, renderFaults, runFaultSuite } from './faults.js'
@@ -401,14 +401,19 @@ async function scenarioScaling (): Promise<void> {
 async function scenarioSandbox (): Promise<void> {
   const runs = Q ? 5 : 15
   const turns = Q ? 5 : 10
-  log(`sandbox: CLI start and per-turn latency, SANDBOX=none vs bwrap (light CLI, ${runs} runs of ${turns} turns each)`)
-  const [none, bwrap] = await measureSandbox(runs, turns, storeEnv())
+  const noLimits = limitsUnavailable()
+  log(`sandbox: CLI start and per-turn latency, SANDBOX=none vs bwrap${noLimits === null ? ' vs bwrap with per-CLI cgroup limits' : ` (cgroup limits not measured: ${noLimits})`} (light CLI, ${runs} runs of ${turns} turns each)`)
+  const [none, bwrap, limits] = await measureSandbox(runs, turns, storeEnv(), noLimits === null ? ['none', 'bwrap', 'limits'] : ['none', 'bwrap'])
   if (none === undefined || bwrap === undefined) return
-  raw.sandbox = { none, bwrap }
+  raw.sandbox = { none, bwrap, ...(limits === undefined ? {} : { limits }) }
   const spread = (xs: number[]): string => `${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))}`
   const scenario = 'Sandbox cost (bwrap + egress proxy vs none)'
   row({ scenario, metric: 'CLI start: POST /v1/sessions → initialize answered (median)', unit: 'ms', gateway: median(bwrap.start_ms), baseline: median(none.start_ms), vs: 'SANDBOX=none', target: 'reference', pass: null, note: `${runs} runs; spread bwrap ${spread(bwrap.start_ms)} ms, none ${spread(none.start_ms)} ms; baseline: SANDBOX=none` })
   row({ scenario, metric: 'per-turn latency: user frame → result (median)', unit: 'ms', gateway: median(bwrap.turn_ms), baseline: median(none.turn_ms), vs: 'SANDBOX=none', target: 'reference', pass: null, note: `${bwrap.turn_ms.length} turns; spread bwrap ${spread(bwrap.turn_ms)} ms, none ${spread(none.turn_ms)} ms` })
+  if (limits === undefined) return
+  const cgroups = 'Per-CLI cgroup limits (bwrap + CLI_PIDS_MAX, CLI_MEMORY_MAX_MB, CLI_CPUS vs bwrap)'
+  row({ scenario: cgroups, metric: 'CLI start: POST /v1/sessions → initialize answered (median)', unit: 'ms', gateway: median(limits.start_ms), baseline: median(bwrap.start_ms), vs: 'SANDBOX=bwrap', target: 'reference', pass: null, note: `${runs} runs; spread limits ${spread(limits.start_ms)} ms, bwrap ${spread(bwrap.start_ms)} ms; limits loose enough never to bind: the cgroup's own cost (made, joined by sh, removed)` })
+  row({ scenario: cgroups, metric: 'per-turn latency: user frame → result (median)', unit: 'ms', gateway: median(limits.turn_ms), baseline: median(bwrap.turn_ms), vs: 'SANDBOX=bwrap', target: 'reference', pass: null, note: `${limits.turn_ms.length} turns; spread limits ${spread(limits.turn_ms)} ms, bwrap ${spread(bwrap.turn_ms)} ms` })
 }
 
 // ---------------------------------------------------------------- soak

@@ -1,26 +1,50 @@
 /**
- * `--only sandbox`: what SANDBOX=bwrap costs. For each mode (none, bwrap) a
- * fresh gateway with the light CLI (bench/light-cli.sh, a shell script, so
- * the CLI's own start-up is tiny and the sandbox's share shows), then
- * several runs of: POST /v1/sessions → the CLI's `initialize` answer relayed
- * (start time), then a few turns (user frame → `result`, per-turn latency).
- * Reports medians with their spread (min–max over runs).
+ * `--only sandbox`: what SANDBOX=bwrap costs, and per-CLI cgroup limits on
+ * top of it. For each mode (none, bwrap, and bwrap with CLI_PIDS_MAX,
+ * CLI_MEMORY_MAX_MB and CLI_CPUS where cgroups can be made) a fresh gateway
+ * with the light CLI (bench/light-cli.sh, a shell script, so the CLI's own
+ * start-up is tiny and the sandbox's share shows), then several runs of:
+ * POST /v1/sessions → the CLI's `initialize` answer relayed (start time),
+ * then a few turns (user frame → `result`, per-turn latency). Reports
+ * medians with their spread (min–max over runs).
  */
+import { rmdirSync } from 'node:fs'
 import WebSocket from 'ws'
+import { findParents } from '../src/limits/cgroup-parents.js'
 import { type Gateway, LIGHT_CLI, TOKEN, startGateway } from './lib.js'
 
+export type SandboxMode = 'none' | 'bwrap' | 'limits'
+
 export interface SandboxRun {
-  mode: 'none' | 'bwrap'
+  mode: SandboxMode
   start_ms: number[]
   turn_ms: number[]
 }
 
-export async function measureSandbox (runs: number, turnsPerRun: number, env: Record<string, string>): Promise<SandboxRun[]> {
+/** Limits loose enough never to bind the light CLI: what is measured is the cgroup's own cost. */
+const LIMITS = { CLI_PIDS_MAX: '512', CLI_MEMORY_MAX_MB: '1024', CLI_CPUS: '2' }
+
+/** Why the `limits` mode cannot run here (cgroups need root on this kind of host), or null. */
+export function limitsUnavailable (): string | null {
+  if (process.getuid?.() !== 0) return 'not root: no cgroup to manage'
+  try {
+    findParents(['memory', 'pids', 'cpu'], '/cgw-bench')
+    return null
+  } catch (err) {
+    return (err as Error).message
+  }
+}
+
+export async function measureSandbox (runs: number, turnsPerRun: number, env: Record<string, string>, modes: SandboxMode[]): Promise<SandboxRun[]> {
   const out: SandboxRun[] = []
-  for (const mode of ['none', 'bwrap'] as const) {
+  for (const mode of modes) {
+    const cgroup = `/cgw-bench-${process.pid}`
     // INITIALIZE_HOLD_MS=0: no SDK client sends its own initialize here, and the hold (2 s by
     // default) would be measured as start-up on both sides instead of the sandbox's cost.
-    const gw = await startGateway({ claudeBin: LIGHT_CLI, env: { ...env, SANDBOX: mode, TENANT_CONFIG_DIRS: 'true', INITIALIZE_HOLD_MS: '0' } })
+    const gw = await startGateway({
+      claudeBin: LIGHT_CLI,
+      env: { ...env, SANDBOX: mode === 'none' ? 'none' : 'bwrap', TENANT_CONFIG_DIRS: 'true', INITIALIZE_HOLD_MS: '0', ...(mode === 'limits' ? { ...LIMITS, CLI_CGROUP: cgroup } : {}) }
+    })
     try {
       await oneRun(gw, turnsPerRun) // warm-up, not counted (lazy code, first bwrap exec)
       const r: SandboxRun = { mode, start_ms: [], turn_ms: [] }
@@ -32,6 +56,7 @@ export async function measureSandbox (runs: number, turnsPerRun: number, env: Re
       out.push(r)
     } finally {
       await gw.close()
+      if (mode === 'limits') for (const dir of new Set(findParents(['memory', 'pids', 'cpu'], cgroup).dirs.values())) rmdirSync(dir)
     }
   }
   return out
