@@ -100,10 +100,11 @@ export function findParents (needed: Controller[], path: string | undefined, pro
   for (const c of needed) {
     const mount = mounts.find((m) => m.version === 1 && m.controllers.includes(c))
     const cgroup = path ?? own.get(c)
-    const dir = mount === undefined || cgroup === undefined ? null : inMount(mount, cgroup)
-    if (dir === null) {
+    if (mount === undefined || cgroup === undefined) {
       throw new Error(`no cgroup hierarchy here offers the ${c} controller${v2 === undefined ? '' : ' (neither cgroup v2 at ' + v2.mountPoint + ' nor a v1 mount)'}`)
     }
+    const dir = inMount(mount, cgroup)
+    if (dir === null) throw new Error(`cgroup ${cgroup} is outside ${mount.root}, the part of the ${c} hierarchy mounted at ${mount.mountPoint}`)
     dirs.set(c, dir)
   }
   return { version: 1, dirs }
@@ -144,8 +145,9 @@ export function prepareParents (parents: CgroupParents, write: WriteFile = write
 function enableBelow (dir: string, wanted: Controller[], moveOut: boolean, write: WriteFile): void {
   const enabled = readList(join(dir, 'cgroup.subtree_control'))
   const missing = wanted.filter((c) => !enabled.includes(c))
-  if (missing.length === 0) return
   const procs = existsSync(join(dir, 'cgroup.type')) ? readList(join(dir, 'cgroup.procs')) : []
+  // Already enabled (a gateway restarted into the parent, as systemd does): only the move is left.
+  if (missing.length === 0 && (procs.length === 0 || !moveOut)) return
   if (procs.length > 0 && !moveOut) {
     throw new Error(`cannot enable ${missing.join(', ')} below ${dir}: processes run in it (cgroup v2 lets only a cgroup without processes of its own hand controllers down); name in CLI_CGROUP a cgroup below one without processes`)
   }
@@ -160,7 +162,7 @@ function enableBelow (dir: string, wanted: Controller[], moveOut: boolean, write
       }
     }
   }
-  write(join(dir, 'cgroup.subtree_control'), missing.map((c) => `+${c}`).join(' '))
+  if (missing.length > 0) write(join(dir, 'cgroup.subtree_control'), missing.map((c) => `+${c}`).join(' '))
 }
 
 /** A file of whitespace-separated words (cgroup.procs, cgroup.controllers, …); [] when unreadable. */

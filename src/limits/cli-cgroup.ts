@@ -61,18 +61,24 @@ export class CliCgroup {
     }
   }
 
-  /** Pids in the cgroup now. */
+  /** Pids in the cgroup now (in any of its folders: a leftover may lack some). */
   pids (): number[] {
-    const [dir] = this.folders
-    return dir === undefined ? [] : readList(join(dir, 'cgroup.procs')).map(Number)
+    return [...new Set(this.folders.flatMap((dir) => readList(join(dir, 'cgroup.procs'))))].map(Number)
   }
 
   /**
-   * Kills everything left in it and removes the folders. Processes take a
-   * moment to die after SIGKILL and the folder stays busy until they have,
-   * so it tries again for up to about `withinMs`. False when it could not.
+   * Ends everything left in it and removes the folders: SIGTERM, up to
+   * `graceMs` to go, then SIGKILL. Processes take a moment to die after
+   * SIGKILL and the folder stays busy until they have, so it tries again for
+   * up to about `withinMs` more. False when it could not.
    */
-  async remove (withinMs = 2000): Promise<boolean> {
+  async remove (graceMs = 0, withinMs = 2000): Promise<boolean> {
+    if (graceMs > 0 && this.#signal('SIGTERM') > 0) {
+      const until = Date.now() + graceMs
+      for (let wait = 5; this.pids().length > 0 && Date.now() < until; wait = Math.min(wait * 2, 100)) {
+        await new Promise((resolve) => setTimeout(resolve, wait))
+      }
+    }
     const deadline = Date.now() + withinMs
     for (let wait = 5; ; wait = Math.min(wait * 2, 100)) {
       this.#kill()
@@ -95,13 +101,20 @@ export class CliCgroup {
         // removed meanwhile, or an older kernel: signal one by one
       }
     }
-    for (const pid of this.pids()) {
+    this.#signal('SIGKILL')
+  }
+
+  /** Sends `signal` to every process in it; how many there were. */
+  #signal (signal: NodeJS.Signals): number {
+    const pids = this.pids()
+    for (const pid of pids) {
       try {
-        process.kill(pid, 'SIGKILL')
+        process.kill(pid, signal)
       } catch {
         // gone meanwhile
       }
     }
+    return pids.length
   }
 
   #write (limits: CgroupLimits): void {
@@ -134,9 +147,9 @@ export class CliCgroup {
  * Removes the CLI cgroups a previous gateway process left under `parents`
  * (named `cgw-<pid>-…` by limited-launcher.ts): those of a pid that no
  * longer runs, or of this process's own pid (a container restarted with the
- * same pid). What still runs in them is killed. Returns the names removed.
+ * same pid). What still runs in them is ended (SIGTERM, `graceMs`, SIGKILL). Returns the names removed.
  */
-export async function sweepLeftovers (parents: CgroupParents): Promise<string[]> {
+export async function sweepLeftovers (parents: CgroupParents, graceMs: number): Promise<string[]> {
   const names = new Set<string>()
   for (const dir of new Set(parents.dirs.values())) {
     let entries: string[]
@@ -152,7 +165,7 @@ export async function sweepLeftovers (parents: CgroupParents): Promise<string[]>
   }
   const removed: string[] = []
   for (const name of names) {
-    if (await new CliCgroup(parents, name).remove()) removed.push(name)
+    if (await new CliCgroup(parents, name).remove(graceMs)) removed.push(name)
   }
   return removed
 }

@@ -64,11 +64,11 @@ export function gatewayLimits (config: Config, options: GatewayLimitsOptions): G
       } catch (err) {
         throw fail((err as Error).message)
       }
-      const swept = await sweepLeftovers(parents)
-      if (swept.length > 0) logger.warn({ cgroups: swept }, 'removed CLI cgroups left by a previous gateway process (what ran in them was killed)')
+      const swept = await sweepLeftovers(parents, config.cliStopTimeoutMs)
+      if (swept.length > 0) logger.warn({ cgroups: swept }, 'removed CLI cgroups left by a previous gateway process (what ran in them was ended)')
       const problem = await checkJoin(parents, options.probe)
       if (problem !== null) throw fail(problem)
-      launcher = limitedLauncher(options.inner, { parents, limits, logger })
+      launcher = limitedLauncher(options.inner, { parents, limits, graceMs: config.cliStopTimeoutMs, logger })
       logger.info({ cgroupVersion: parents.version, parent: [...new Set(parents.dirs.values())], limits },
         'each CLI runs in a cgroup of its own with these limits')
     }

@@ -7,9 +7,9 @@
  *
  * The CLI joins the cgroup itself: `/bin/sh` writes `0` to each
  * `cgroup.procs` and execs the command, so nothing it runs is ever outside.
- * When the CLI has exited, what is left in the cgroup is killed (processes
- * a `setsid` took out of its process group included), the OOM kills are
- * counted into the exit, and the cgroup is removed.
+ * When the CLI has exited, the OOM kills are counted into the exit, what is
+ * left in the cgroup is ended, SIGTERM then SIGKILL (processes a `setsid`
+ * took out of its process group included), and the cgroup is removed.
  */
 import { randomBytes } from 'node:crypto'
 import type { Logger } from 'pino'
@@ -20,6 +20,8 @@ import { CliCgroup } from './cli-cgroup.js'
 export interface LimitedLauncherOptions {
   parents: CgroupParents
   limits: CgroupLimits
+  /** How long what is left in a CLI's cgroup at its exit gets between SIGTERM and SIGKILL (CLI_STOP_TIMEOUT_MS). */
+  graceMs: number
   logger: Logger
 }
 
@@ -33,14 +35,14 @@ export function joinArgs (procsFiles: string[], command: string, args: string[])
 }
 
 export function limitedLauncher (inner: CliLauncher, options: LimitedLauncherOptions): CliLauncher {
-  const { parents, limits, logger } = options
+  const { parents, limits, graceMs, logger } = options
   return (spec, callbacks) => {
     // The gateway's pid in the name: a restarted gateway removes only the leftovers of one that is gone (cli-cgroup.ts).
     const name = `cgw-${process.pid}-${spec.sessionId}-${randomBytes(3).toString('hex')}`
     const group = CliCgroup.create(parents, name, limits)
     const release = (): number => {
       const oomKills = group.oomKills()
-      void group.remove().then((removed) => {
+      void group.remove(graceMs).then((removed) => {
         if (!removed) logger.warn({ session: spec.sessionId, cgroup: group.folders, pids: group.pids() }, 'a CLI\'s cgroup could not be removed: processes in it did not die')
       })
       return oomKills

@@ -8,10 +8,10 @@
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
-import { type CgroupParents, controllersFor, findParents } from '../../src/limits/cgroup-parents.js'
+import { type CgroupParents, findParents } from '../../src/limits/cgroup-parents.js'
 import { TOKEN_A, TOKEN_B, type TestGateway, eventually, gateway } from '../support/gateway.js'
 import { cgroupsUnavailable, pidsWithArgv, run, sandboxUnavailable } from '../support/sandbox.js'
 
@@ -23,7 +23,8 @@ interface Limited { gw: TestGateway, parents: CgroupParents }
 async function limitedGateway (t: TestContext, env: Record<string, string>): Promise<Limited> {
   const cgroup = `/cgw-test-${randomBytes(4).toString('hex')}`
   const gw = await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '', CLI_CGROUP: cgroup, ...env } })
-  const parents = findParents(controllersFor({ memoryBytes: env.CLI_MEMORY_MAX_MB, pids: env.CLI_PIDS_MAX, cpus: env.CLI_CPUS } as Record<string, unknown>), cgroup)
+  const setting = { memory: 'CLI_MEMORY_MAX_MB', pids: 'CLI_PIDS_MAX', cpu: 'CLI_CPUS' } as const
+  const parents = findParents((['memory', 'pids', 'cpu'] as const).filter((c) => env[setting[c]] !== undefined), cgroup)
   t.after(async () => {
     await gw.close()
     for (const dir of new Set(parents.dirs.values())) rmdirSync(dir)
@@ -86,26 +87,28 @@ describe('per-CLI resource limits (cgroups)', { skip: unavailable ?? false }, ()
     assert.ok(cpuMs / Number(wall[1]) <= 0.3, `CPU ${cpuMs} ms over ${wall[1]} ms of wall time: at most about 0.2 of a core`)
   })
 
-  it('gives each CLI start its own cgroup, and removes it with what a setsid tool left (SANDBOX=none)', async (t) => {
+  it('gives each CLI start its own cgroup, and ends what a setsid tool left, SIGTERM first, then removes it (SANDBOX=none)', async (t) => {
     const { gw, parents } = await limitedGateway(t, { CLI_PIDS_MAX: '64', SANDBOX: 'none' })
     const { id, holder } = await session(gw)
     // Out of the CLI's process group, so the stop ladder's group signals miss it: only the cgroup holds it.
-    assert.equal(await run(holder, 'setsid sleep 62 </dev/null >/dev/null 2>&1 & echo started'), 'started\n[exit 0]')
-    const [sleep] = await eventually(() => { const p = pidsWithArgv(['sleep', '62']); return p.length === 1 && p }, 5000, 'the setsid sleep runs')
+    const script = 'trap "echo terminated > ended.txt; exit 0" TERM; while :; do sleep 0.2; done'
+    assert.equal(await run(holder, `setsid sh -c '${script}' </dev/null >/dev/null 2>&1 & echo started`), 'started\n[exit 0]')
+    const [loop] = await eventually(() => { const p = pidsWithArgv(['sh', '-c', script]); return p.length === 1 && p }, 5000, 'the setsid loop runs')
     const names = cliCgroups(parents)
     assert.ok(names.length === 1 && names[0]?.startsWith(`cgw-${process.pid}-${id}-`), `cgroups: ${names.join(' ')}`)
     const name = names[0] as string
     const { body } = await gw.request('GET', `/v1/sessions/${id}`)
     for (const dir of new Set(parents.dirs.values())) {
       const procs = readFileSync(join(dir, name, 'cgroup.procs'), 'utf8').split('\n').map(Number)
-      assert.ok(procs.includes(body.pid) && procs.includes(sleep as number), `the CLI (${body.pid}) and the sleep (${sleep}) in ${join(dir, name)}: ${procs.join(' ')}`)
+      assert.ok(procs.includes(body.pid) && procs.includes(loop as number), `the CLI (${body.pid}) and the loop (${loop}) in ${join(dir, name)}: ${procs.join(' ')}`)
     }
     assert.equal(readFileSync(join(parents.dirs.get('pids') as string, name, 'pids.max'), 'utf8').trim(), '64')
     assert.equal((await gw.request('DELETE', `/v1/sessions/${id}`)).status, 200)
-    await eventually(() => pidsWithArgv(['sleep', '62']).length === 0 && cliCgroups(parents).length === 0, 10_000, 'sleep killed and cgroup removed')
+    await eventually(() => pidsWithArgv(['sh', '-c', script]).length === 0 && cliCgroups(parents).length === 0, 10_000, 'loop ended and cgroup removed')
+    assert.equal(readFileSync(join(gw.dataDir, 'workspaces', 'tenant-a', id, 'ended.txt'), 'utf8'), 'terminated\n', 'it got SIGTERM before any SIGKILL')
   })
 
-  it('removes at start the CLI cgroups of a gateway process that is gone, killing what ran in them', async (t) => {
+  it('removes at start the CLI cgroups of a gateway process that is gone, ending what ran in them', async (t) => {
     const cgroup = `/cgw-test-${randomBytes(4).toString('hex')}`
     const parents = findParents(['pids'], cgroup)
     const gone = spawnSync('true').pid as number // a pid that no longer runs
@@ -113,7 +116,7 @@ describe('per-CLI resource limits (cgroups)', { skip: unavailable ?? false }, ()
     const sleeper = spawn('sleep', ['63'], { stdio: 'ignore', detached: true })
     t.after(() => { sleeper.kill('SIGKILL') }) // a no-op once it is gone
     for (const dir of new Set(parents.dirs.values())) {
-      spawnSync('mkdir', ['-p', join(dir, name)])
+      mkdirSync(join(dir, name), { recursive: true })
       writeFileSync(join(dir, name, 'cgroup.procs'), String(sleeper.pid))
     }
     const exited = new Promise((resolve) => sleeper.once('exit', (code, signal) => resolve(signal)))
@@ -122,7 +125,7 @@ describe('per-CLI resource limits (cgroups)', { skip: unavailable ?? false }, ()
       await gw.close()
       for (const dir of new Set(parents.dirs.values())) rmdirSync(dir)
     })
-    assert.equal(await exited, 'SIGKILL')
+    assert.equal(await exited, 'SIGTERM', 'ended as a stop ends a CLI: SIGTERM first (sleep goes on it)')
     for (const dir of new Set(parents.dirs.values())) assert.equal(existsSync(join(dir, name)), false, `${join(dir, name)} removed`)
   })
 })

@@ -57,6 +57,7 @@ describe('cgroup mounts', () => {
     assert.equal(found.version, 1)
     assert.deepEqual([...found.dirs], [['memory', '/sys/fs/cgroup/memory/y'], ['pids', '/sys/fs/cgroup/pids'], ['cpu', '/sys/fs/cgroup/cpu,cpuacct/x']])
     assert.equal(findParents(['pids'], '/cgw', proc).dirs.get('pids'), '/sys/fs/cgroup/pids/cgw')
+    assert.throws(() => findParents(['memory'], '/elsewhere', proc), /cgroup \/elsewhere is outside \/docker\/abc, the part of the memory hierarchy mounted at \/sys\/fs\/cgroup\/memory/)
   })
 
   it('takes v2 when the parent can hand down every controller needed', () => {
@@ -92,6 +93,15 @@ describe('a v2 parent and a CLI cgroup (folders standing in for cgroupfs)', () =
     const writes: string[] = []
     prepareParents({ version: 2, dirs: new Map([['memory', dir], ['pids', dir], ['cpu', dir]]) }, (file, text) => { writes.push(`${file.slice(dir.length)} ${text}`); writeFileSync(file, text) })
     assert.deepEqual(writes, ['/gateway/cgroup.procs 4242', '/gateway/cgroup.procs 4243', '/cgroup.subtree_control +memory +pids'], 'moved first; cpu was enabled already')
+  })
+
+  it('moves a gateway restarted into a parent whose controllers are enabled already', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cgw-v2s-'))
+    cgroupWith(dir, ['5150'])
+    writeFileSync(join(dir, 'cgroup.subtree_control'), 'pids\n')
+    const writes: string[] = []
+    prepareParents({ version: 2, dirs: new Map([['pids', dir]]) }, (file, text) => { writes.push(`${file.slice(dir.length)} ${text}`); writeFileSync(file, text) })
+    assert.deepEqual(writes, ['/gateway/cgroup.procs 5150'])
   })
 
   it('moves nothing out of the root cgroup (it has no cgroup.type)', () => {
