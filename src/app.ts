@@ -332,6 +332,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     await webhooks?.close() // after the sessions' stops, so their session.ended get their chance
     await router.close()
     await spawner?.close() // after the sessions' stops: it reports their CLIs' exits
+    await limits.close() // their cgroups emptied and removed
     sandbox.close()
     if (ownsStore) await store.close()
   })

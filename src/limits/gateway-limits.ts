@@ -29,6 +29,8 @@ export interface GatewayLimits {
   readonly launch: CliLauncher
   /** At start, before any CLI (or the spawn helper) starts: throws ConfigError when the limits cannot hold here. */
   start: () => Promise<void>
+  /** After the CLIs have stopped: resolves once their cgroups are emptied and removed. */
+  close: () => Promise<void>
 }
 
 const HOW_TO_FIX = 'Run the gateway where it may manage a cgroup: a systemd service with Delegate=yes, a container with a writable cgroup ' +
@@ -44,11 +46,13 @@ export function gatewayLimits (config: Config, options: GatewayLimitsOptions): G
       launch: options.inner,
       start: async () => {
         logger.info('no per-CLI limits (CLI_PIDS_MAX, CLI_MEMORY_MAX_MB, CLI_CPUS): a session may use all the pids, memory and CPU the gateway has')
-      }
+      },
+      close: async () => {}
     }
   }
 
   let launcher: CliLauncher | null = null
+  const removals = new Set<Promise<boolean>>()
   const fail = (why: string): ConfigError => new ConfigError(`invalid configuration:\n  CLI limits (${needed.join(', ')}) cannot hold here: ${why}. ${HOW_TO_FIX}`)
   return {
     active: true,
@@ -68,9 +72,12 @@ export function gatewayLimits (config: Config, options: GatewayLimitsOptions): G
       if (swept.length > 0) logger.warn({ cgroups: swept }, 'removed CLI cgroups left by a previous gateway process (what ran in them was ended)')
       const problem = await checkJoin(parents, options.probe)
       if (problem !== null) throw fail(problem)
-      launcher = limitedLauncher(options.inner, { parents, limits, graceMs: config.cliStopTimeoutMs, logger })
+      launcher = limitedLauncher(options.inner, { parents, limits, graceMs: config.cliStopTimeoutMs, logger, removals })
       logger.info({ cgroupVersion: parents.version, parent: [...new Set(parents.dirs.values())], limits },
         'each CLI runs in a cgroup of its own with these limits')
+    },
+    close: async () => {
+      await Promise.all([...removals])
     }
   }
 }

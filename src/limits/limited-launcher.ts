@@ -23,6 +23,8 @@ export interface LimitedLauncherOptions {
   /** How long what is left in a CLI's cgroup at its exit gets between SIGTERM and SIGKILL (CLI_STOP_TIMEOUT_MS). */
   graceMs: number
   logger: Logger
+  /** Removals still under way are kept here until they end (so that closing can wait for them). */
+  removals: Set<Promise<boolean>>
 }
 
 /** The shell that joins: `sh -c JOIN cgw-join <procs files…> -- <command> <args…>`. */
@@ -35,14 +37,17 @@ export function joinArgs (procsFiles: string[], command: string, args: string[])
 }
 
 export function limitedLauncher (inner: CliLauncher, options: LimitedLauncherOptions): CliLauncher {
-  const { parents, limits, graceMs, logger } = options
+  const { parents, limits, graceMs, logger, removals } = options
   return (spec, callbacks) => {
     // The gateway's pid in the name: a restarted gateway removes only the leftovers of one that is gone (cli-cgroup.ts).
     const name = `cgw-${process.pid}-${spec.sessionId}-${randomBytes(3).toString('hex')}`
     const group = CliCgroup.create(parents, name, limits)
     const release = (): number => {
       const oomKills = group.oomKills()
-      void group.remove(graceMs).then((removed) => {
+      const removal = group.remove(graceMs)
+      removals.add(removal)
+      void removal.then((removed) => {
+        removals.delete(removal)
         if (!removed) logger.warn({ session: spec.sessionId, cgroup: group.folders, pids: group.pids() }, 'a CLI\'s cgroup could not be removed: processes in it did not die')
       })
       return oomKills
