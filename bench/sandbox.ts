@@ -10,7 +10,7 @@
  */
 import { rmdirSync } from 'node:fs'
 import WebSocket from 'ws'
-import { findParents } from '../src/limits/cgroup-parents.js'
+import { findParents, parentFolders } from '../src/limits/cgroup-parents.js'
 import { type Gateway, LIGHT_CLI, TOKEN, startGateway } from './lib.js'
 
 export type SandboxMode = 'none' | 'bwrap' | 'limits'
@@ -56,7 +56,7 @@ export async function measureSandbox (runs: number, turnsPerRun: number, env: Re
       out.push(r)
     } finally {
       await gw.close()
-      if (mode === 'limits') for (const dir of new Set(findParents(['memory', 'pids', 'cpu'], cgroup).dirs.values())) rmdirSync(dir)
+      if (mode === 'limits') for (const dir of parentFolders(findParents(['memory', 'pids', 'cpu'], cgroup))) rmdirSync(dir)
     }
   }
   return out

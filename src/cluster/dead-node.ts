@@ -6,16 +6,11 @@
  * reused by another process reads as alive: the lease just lapses, safely.
  */
 import { defaultNodeId } from '../config/settings.js'
+import { pidGone } from '../util/pid-gone.js'
 
 export function isDeadLocalNode (node: string): boolean {
   const dash = node.lastIndexOf('-')
   const pid = Number(node.slice(dash + 1))
   if (dash < 0 || !Number.isInteger(pid) || pid <= 1 || pid === process.pid) return false
-  if (node !== defaultNodeId(pid)) return false
-  try {
-    process.kill(pid, 0)
-    return false
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ESRCH'
-  }
+  return node === defaultNodeId(pid) && pidGone(pid)
 }

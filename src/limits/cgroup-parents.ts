@@ -79,6 +79,11 @@ export interface CgroupParents {
   dirs: Map<Controller, string>
 }
 
+/** The parent's distinct folders (v1: one per hierarchy; v2: one). */
+export function parentFolders (parents: CgroupParents): string[] {
+  return [...new Set(parents.dirs.values())]
+}
+
 /**
  * Finds the parent folder for the CLIs' cgroups: `path` (a cgroup path, as
  * /proc/<pid>/cgroup spells it) or else the gateway's own cgroup, in the v2
@@ -118,7 +123,7 @@ export function findParents (needed: Controller[], path: string | undefined, pro
  * a cgroup with processes of its own is an error the message explains.
  */
 export function prepareParents (parents: CgroupParents, write: WriteFile = writeFileSync): void {
-  const dirs = [...new Set(parents.dirs.values())]
+  const dirs = parentFolders(parents)
   if (parents.version === 1) {
     for (const dir of dirs) mkdirSync(dir, { recursive: true })
     return

@@ -8,7 +8,8 @@
  */
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { type CgroupLimits, type CgroupParents, type Controller, readList } from './cgroup-parents.js'
+import { pidGone } from '../util/pid-gone.js'
+import { type CgroupLimits, type CgroupParents, type Controller, parentFolders, readList } from './cgroup-parents.js'
 
 /** The CPU time period limits are enforced over (the kernel's default), in µs. */
 const CPU_PERIOD_US = 100_000
@@ -73,21 +74,11 @@ export class CliCgroup {
    * up to about `withinMs` more. False when it could not.
    */
   async remove (graceMs = 0, withinMs = 2000): Promise<boolean> {
-    if (graceMs > 0 && this.#signal('SIGTERM') > 0) {
-      const until = Date.now() + graceMs
-      for (let wait = 5; this.pids().length > 0 && Date.now() < until; wait = Math.min(wait * 2, 100)) {
-        await new Promise((resolve) => setTimeout(resolve, wait))
-      }
-    }
-    const deadline = Date.now() + withinMs
-    for (let wait = 5; ; wait = Math.min(wait * 2, 100)) {
+    if (graceMs > 0 && this.#signal('SIGTERM') > 0) await until(() => this.pids().length === 0, graceMs)
+    return await until(() => {
       this.#kill()
-      let left = 0
-      for (const dir of this.folders) if (!rmdirQuietly(dir)) left++
-      if (left === 0) return true
-      if (Date.now() > deadline) return false
-      await new Promise((resolve) => setTimeout(resolve, wait))
-    }
+      return this.folders.filter((dir) => !rmdirQuietly(dir)).length === 0
+    }, withinMs)
   }
 
   #kill (): void {
@@ -151,7 +142,7 @@ export class CliCgroup {
  */
 export async function sweepLeftovers (parents: CgroupParents, graceMs: number): Promise<string[]> {
   const names = new Set<string>()
-  for (const dir of new Set(parents.dirs.values())) {
+  for (const dir of parentFolders(parents)) {
     let entries: string[]
     try {
       entries = readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name)
@@ -160,7 +151,7 @@ export async function sweepLeftovers (parents: CgroupParents, graceMs: number): 
     }
     for (const name of entries) {
       const pid = Number(/^cgw-(\d+)-/.exec(name)?.[1] ?? NaN)
-      if (Number.isInteger(pid) && (pid === process.pid || !alive(pid))) names.add(name)
+      if (Number.isInteger(pid) && (pid === process.pid || pidGone(pid))) names.add(name)
     }
   }
   const removed: string[] = []
@@ -170,14 +161,17 @@ export async function sweepLeftovers (parents: CgroupParents, graceMs: number): 
   return removed
 }
 
-/** True while a process has this pid (EPERM: it does, as another user). */
-function alive (pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'
+/**
+ * Checks `done` now and then again on a 5–100 ms backoff for up to `ms`
+ * (v1 says by no event when a cgroup's processes are gone); its last answer.
+ */
+async function until (done: () => boolean, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms
+  for (let wait = 5; !done(); wait = Math.min(wait * 2, 100)) {
+    if (Date.now() > deadline) return false
+    await new Promise((resolve) => setTimeout(resolve, wait))
   }
+  return true
 }
 
 /** rmdir that reports instead of throwing: true when the folder is gone. */

@@ -9,7 +9,7 @@ import type { Logger } from 'pino'
 import type { CliLauncher } from '../cli/cli-handle.js'
 import { ConfigError, type Config } from '../config.js'
 import type { ProbeRunner } from '../sandbox/probe.js'
-import { type CgroupParents, controllersFor, findParents, prepareParents } from './cgroup-parents.js'
+import { type CgroupParents, controllersFor, findParents, parentFolders, prepareParents } from './cgroup-parents.js'
 import { CliCgroup, sweepLeftovers } from './cli-cgroup.js'
 import { limitedLauncher, joinArgs } from './limited-launcher.js'
 
@@ -73,7 +73,7 @@ export function gatewayLimits (config: Config, options: GatewayLimitsOptions): G
       const problem = await checkJoin(parents, options.probe)
       if (problem !== null) throw fail(problem)
       launcher = limitedLauncher(options.inner, { parents, limits, graceMs: config.cliStopTimeoutMs, logger, removals })
-      logger.info({ cgroupVersion: parents.version, parent: [...new Set(parents.dirs.values())], limits },
+      logger.info({ cgroupVersion: parents.version, parent: parentFolders(parents), limits },
         'each CLI runs in a cgroup of its own with these limits')
     },
     close: async () => {
@@ -88,7 +88,7 @@ async function checkJoin (parents: CgroupParents, run: ProbeRunner): Promise<str
   try {
     group = CliCgroup.create(parents, `cgw-${process.pid}-check`, {})
   } catch (err) {
-    return `cannot make a cgroup under ${[...new Set(parents.dirs.values())].join(', ')} (${(err as Error).message})`
+    return `cannot make a cgroup under ${parentFolders(parents).join(', ')} (${(err as Error).message})`
   }
   try {
     const r = await run('/bin/sh', joinArgs(group.procsFiles, '/bin/cat', ['/proc/self/cgroup']), 10_000)

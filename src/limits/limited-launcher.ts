@@ -28,7 +28,7 @@ export interface LimitedLauncherOptions {
 }
 
 /** The shell that joins: `sh -c JOIN cgw-join <procs files…> -- <command> <args…>`. */
-export const JOIN_SCRIPT = 'for f; do shift; [ "$f" = -- ] && break; ' +
+const JOIN_SCRIPT = 'for f; do shift; [ "$f" = -- ] && break; ' +
   'echo 0 > "$f" || { echo "claude-gateway: cannot join the CLI\'s cgroup ($f)" >&2; exit 126; }; done; exec "$@"'
 
 /** Arguments for `/bin/sh` that run `command args` inside the cgroup whose procs files are given. */

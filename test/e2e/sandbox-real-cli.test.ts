@@ -8,13 +8,13 @@
 // yet every request the stand-in saw carried it.
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { existsSync, rmdirSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
 import { E2E_TEST_TIMEOUT_MS, allowAnswer, closeAll, isCanUseTool, isCli, isGateway, startE2e, waitLive } from '../support/e2e.js'
 import { REDIS_HOST, REDIS_PORT } from '../support/redis-server.js'
 import { findParents } from '../../src/limits/cgroup-parents.js'
-import { cgroupsUnavailable, sandboxUnavailable } from '../support/sandbox.js'
+import { cgroupsUnavailable, removeCgroupParent, sandboxUnavailable } from '../support/sandbox.js'
 
 after(closeAll)
 const unavailable = sandboxUnavailable()
@@ -75,6 +75,6 @@ test('sandboxed real CLI under CLI limits: a tool past CLI_MEMORY_MAX_MB is kill
     assert.ok(body.exit.oom_kills >= 1, `exit: ${JSON.stringify(body.exit)}`)
   } finally {
     await e.close()
-    for (const dir of new Set(findParents(['memory', 'pids', 'cpu'], cgroup).dirs.values())) rmdirSync(dir)
+    removeCgroupParent(findParents(['memory', 'pids', 'cpu'], cgroup))
   }
 })

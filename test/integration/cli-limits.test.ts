@@ -8,12 +8,12 @@
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
-import { type CgroupParents, findParents } from '../../src/limits/cgroup-parents.js'
+import { type CgroupParents, findParents, parentFolders } from '../../src/limits/cgroup-parents.js'
 import { TOKEN_A, TOKEN_B, type TestGateway, eventually, gateway } from '../support/gateway.js'
-import { cgroupsUnavailable, pidsWithArgv, run, sandboxUnavailable } from '../support/sandbox.js'
+import { cgroupsUnavailable, pidsWithArgv, removeCgroupParent, run, sandboxUnavailable } from '../support/sandbox.js'
 
 const unavailable = cgroupsUnavailable() ?? sandboxUnavailable()
 
@@ -27,14 +27,14 @@ async function limitedGateway (t: TestContext, env: Record<string, string>): Pro
   const parents = findParents((['memory', 'pids', 'cpu'] as const).filter((c) => env[setting[c]] !== undefined), cgroup)
   t.after(async () => {
     await gw.close()
-    for (const dir of new Set(parents.dirs.values())) rmdirSync(dir)
+    removeCgroupParent(parents)
   })
   return { gw, parents }
 }
 
 /** The CLI cgroups under the parents (one name per CLI start, whatever the hierarchy). */
 function cliCgroups (parents: CgroupParents): string[] {
-  const dir = [...parents.dirs.values()][0] as string
+  const dir = parentFolders(parents)[0] as string
   return readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory() && e.name.startsWith('cgw-')).map((e) => e.name)
 }
 
@@ -98,7 +98,7 @@ describe('per-CLI resource limits (cgroups)', { skip: unavailable ?? false }, ()
     assert.ok(names.length === 1 && names[0]?.startsWith(`cgw-${process.pid}-${id}-`), `cgroups: ${names.join(' ')}`)
     const name = names[0] as string
     const { body } = await gw.request('GET', `/v1/sessions/${id}`)
-    for (const dir of new Set(parents.dirs.values())) {
+    for (const dir of parentFolders(parents)) {
       const procs = readFileSync(join(dir, name, 'cgroup.procs'), 'utf8').split('\n').map(Number)
       assert.ok(procs.includes(body.pid) && procs.includes(loop as number), `the CLI (${body.pid}) and the loop (${loop}) in ${join(dir, name)}: ${procs.join(' ')}`)
     }
@@ -115,7 +115,7 @@ describe('per-CLI resource limits (cgroups)', { skip: unavailable ?? false }, ()
     const name = `cgw-${gone}-left-over`
     const sleeper = spawn('sleep', ['63'], { stdio: 'ignore', detached: true })
     t.after(() => { sleeper.kill('SIGKILL') }) // a no-op once it is gone
-    for (const dir of new Set(parents.dirs.values())) {
+    for (const dir of parentFolders(parents)) {
       mkdirSync(join(dir, name), { recursive: true })
       writeFileSync(join(dir, name, 'cgroup.procs'), String(sleeper.pid))
     }
@@ -123,9 +123,9 @@ describe('per-CLI resource limits (cgroups)', { skip: unavailable ?? false }, ()
     const gw = await gateway(t, { env: { CLI_CGROUP: cgroup, CLI_PIDS_MAX: '64' } })
     t.after(async () => {
       await gw.close()
-      for (const dir of new Set(parents.dirs.values())) rmdirSync(dir)
+      removeCgroupParent(parents)
     })
     assert.equal(await exited, 'SIGTERM', 'ended as a stop ends a CLI: SIGTERM first (sleep goes on it)')
-    for (const dir of new Set(parents.dirs.values())) assert.equal(existsSync(join(dir, name)), false, `${join(dir, name)} removed`)
+    for (const dir of parentFolders(parents)) assert.equal(existsSync(join(dir, name)), false, `${join(dir, name)} removed`)
   })
 })

@@ -4,9 +4,9 @@
  * CLI's `run <shell command>` scenario and returns what the command printed.
  */
 import { spawnSync } from 'node:child_process'
-import { existsSync, readFileSync, readdirSync } from 'node:fs'
+import { existsSync, readFileSync, readdirSync, rmdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { findParents } from '../../src/limits/cgroup-parents.js'
+import { type CgroupParents, findParents, parentFolders } from '../../src/limits/cgroup-parents.js'
 import type { TestClient } from './gateway.js'
 
 /** Why SANDBOX=bwrap cannot run on this machine, or null when it can. */
@@ -24,13 +24,18 @@ export function sandboxUnavailable (): string | null {
 export function cgroupsUnavailable (): string | null {
   try {
     const parents = findParents(['memory', 'pids', 'cpu'], '/cgw-probe')
-    for (const dir of new Set(parents.dirs.values())) {
+    for (const dir of parentFolders(parents)) {
       if (!existsSync(join(dir, '..'))) return `${join(dir, '..')} does not exist`
     }
     return process.getuid?.() === 0 ? null : 'cgroups are writable by root only here'
   } catch (err) {
     return (err as Error).message
   }
+}
+
+/** Removes a test's cgroup parent folders (the gateway has removed its CLIs' cgroups by the time it has closed). */
+export function removeCgroupParent (parents: CgroupParents): void {
+  for (const dir of parentFolders(parents)) rmdirSync(dir)
 }
 
 /** Sends a prompt and returns the text of that turn's assistant answer (the fake answers with one text block). */
