@@ -49,14 +49,27 @@ const startupRules: Array<(config: Config) => string | null> = [
   dataDirProblem,
   metricsPortProblem,
   redisClusterProblem,
-  cliCgroupProblem
+  cliCgroupProblem,
+  tenantLimitsProblem
 ]
 
 /** A parent for the CLIs' cgroups with no limit to put in them would look like limits that hold none. */
 function cliCgroupProblem (config: Config): string | null {
-  const { memoryBytes, pids, cpus } = config.cliLimits
-  if (config.cliCgroup === undefined || memoryBytes !== undefined || pids !== undefined || cpus !== undefined) return null
-  return 'CLI_CGROUP: set, but no limit to apply there (CLI_MEMORY_MAX_MB, CLI_PIDS_MAX or CLI_CPUS)'
+  const set = [config.cliLimits, config.tenantLimits].some((l) => l.memoryBytes !== undefined || l.pids !== undefined || l.cpus !== undefined)
+  if (config.cliCgroup === undefined || set) return null
+  return 'CLI_CGROUP: set, but no limit to apply there (CLI_ or TENANT_ MEMORY_MAX_MB, PIDS_MAX or CPUS)'
+}
+
+/** A tenant's limit below one CLI's: that CLI's own limit could never be reached, which is not what was meant. */
+function tenantLimitsProblem (config: Config): string | null {
+  const names = { memoryBytes: 'MEMORY_MAX_MB', pids: 'PIDS_MAX', cpus: 'CPUS' } as const
+  const below = (Object.keys(names) as Array<keyof typeof names>).filter((k) => {
+    const cli = config.cliLimits[k]
+    const tenant = config.tenantLimits[k]
+    return cli !== undefined && tenant !== undefined && tenant < cli
+  })
+  if (below.length === 0) return null
+  return below.map((k) => `TENANT_${names[k]}: below CLI_${names[k]} (all of a tenant's CLIs together may not have less than one of them)`).join('; ')
 }
 
 /** A cluster flag without a seed node would silently fall back to the in-memory store. */

@@ -11,7 +11,7 @@ export interface CliExit {
   stderrTail: string[]
   /** Set when the process could not be started at all (e.g. ENOENT). */
   spawnError?: string
-  /** With CLI_MEMORY_MAX_MB: processes of this CLI (it or its tools) the kernel killed at the limit. */
+  /** With CLI_MEMORY_MAX_MB or TENANT_MEMORY_MAX_MB: processes of this CLI (it or its tools) the kernel killed at a limit. */
   oomKills?: number
 }
 
@@ -22,6 +22,8 @@ export interface CliSpawnSpec {
   env: Record<string, string>
   /** Used to tag log lines and pid files. */
   sessionId: string
+  /** Whose session it is (tenant limits put the CLI into the tenant's cgroup). */
+  tenant?: string
   /**
    * SANDBOX=bwrap: the folders the gateway resolved itself, which the sandbox
    * shows read-write, and the session's folder (created and entered inside).

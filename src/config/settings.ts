@@ -120,8 +120,12 @@ export const envSchema = z.object({
     'memory (RAM, no swap) of each CLI with every process it starts, in MiB; past it the kernel kills the largest of them (a tool, usually) and the exit says `oom_kills`. Needs a writable cgroup (`CLI_CGROUP`), checked at start'),
   CLI_PIDS_MAX: optional(int(8), '(no limit)', 'processes and threads each CLI may have at once, its tools\' included: a fork bomb fails inside its session'),
   CLI_CPUS: optional(z.coerce.number().min(0.01).max(1024), '(no limit)', 'CPU time each CLI with its tools may use, in cores (`0.5` = half of one core per 100 ms period)'),
+  TENANT_MEMORY_MAX_MB: optional(int(32), '(no limit)',
+    'memory (RAM, no swap) of all of one tenant\'s CLIs on this node together, in MiB; past it the kernel kills the largest process among them. Not below `CLI_MEMORY_MAX_MB`'),
+  TENANT_PIDS_MAX: optional(int(8), '(no limit)', 'processes and threads all of one tenant\'s CLIs on this node may have together. Not below `CLI_PIDS_MAX`'),
+  TENANT_CPUS: optional(z.coerce.number().min(0.01).max(1024), '(no limit)', 'CPU time all of one tenant\'s CLIs on this node may use together, in cores. Not below `CLI_CPUS`'),
   CLI_CGROUP: optional(z.string().regex(/^\/[^\0]*$/, 'must be a cgroup path starting with /'), 'the gateway\'s own cgroup',
-    'cgroup (path as in `/proc/self/cgroup`) under which each CLI gets its own when a `CLI_*_MAX`/`CLI_CPUS` limit is set; cgroup v2 if it offers the controllers, else v1 (docs/SECURITY.md, Resource limits)'),
+    'cgroup (path as in `/proc/self/cgroup`) under which each CLI gets its own (inside one per tenant with a `TENANT_` limit) when a `CLI_` or `TENANT_` limit is set; cgroup v2 if it offers the controllers, else v1 (docs/SECURITY.md, Resource limits)'),
   CLI_ENV_ALLOW: defaulted(commaList(), '',
     'extra variables for the CLI besides the documented list: names, or prefixes ending in `_` or `*` (e.g. `AWS_,GOOGLE_` for Bedrock/Vertex)'),
   CLIENT_CONTROL_ALLOW: defaulted(listOf(/^(\*|[a-z][a-z0-9_]{0,99})$/, 'control subtypes (lower_snake_case) or *'),
@@ -267,6 +271,12 @@ export const configSchema = envSchema.transform((e, ctx) => {
       memoryBytes: e.CLI_MEMORY_MAX_MB === undefined ? undefined : e.CLI_MEMORY_MAX_MB * 1024 * 1024,
       pids: e.CLI_PIDS_MAX,
       cpus: e.CLI_CPUS
+    },
+    /** Per-tenant cgroup limits: what one tenant's CLIs on this node may use together; each absent when unset. */
+    tenantLimits: {
+      memoryBytes: e.TENANT_MEMORY_MAX_MB === undefined ? undefined : e.TENANT_MEMORY_MAX_MB * 1024 * 1024,
+      pids: e.TENANT_PIDS_MAX,
+      cpus: e.TENANT_CPUS
     },
     cliCgroup: e.CLI_CGROUP,
     /** How each CLI is confined when no CLAUDE_LAUNCHER is set. */

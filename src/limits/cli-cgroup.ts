@@ -1,10 +1,12 @@
 /**
  * One CLI's cgroup (limited-launcher.ts makes one per CLI start): its
  * folder per hierarchy with the limits written, the OOM kills it saw, and
- * its end: whatever is left in it killed, the folders removed. Also the
- * removal of the cgroups a gateway process that is gone left behind. Only
- * files are touched: a CLI joins its cgroup itself, by writing to
- * `cgroup.procs` before it execs, so no process of it runs outside.
+ * its end: whatever is left in it killed, the folders removed. A tenant's
+ * cgroup (tenant-cgroups.ts), which holds its CLIs' cgroups, is made and
+ * removed the same way. Also the removal of the cgroups a gateway process
+ * that is gone left behind. Only files are touched: a CLI joins its cgroup
+ * itself, by writing to `cgroup.procs` before it execs, so no process of it
+ * runs outside.
  */
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -26,12 +28,20 @@ export class CliCgroup {
     this.#dirs = new Map([...parents.dirs].map(([c, dir]) => [c, join(dir, name)]))
   }
 
-  /** Makes the folders and writes `limits` into them; throws (having removed what it made) when the kernel refuses. */
-  static create (parents: CgroupParents, name: string, limits: CgroupLimits): CliCgroup {
+  /**
+   * Makes the folders and writes `limits` into them; throws (having removed
+   * what it made) when the kernel refuses. `handDown`: controllers cgroups
+   * made below it get (v2 enables them in its subtree_control; v1 has
+   * nothing to enable).
+   */
+  static create (parents: CgroupParents, name: string, limits: CgroupLimits, handDown: Controller[] = []): CliCgroup {
     const group = new CliCgroup(parents, name)
     try {
       for (const dir of group.folders) mkdirSync(dir)
       group.#write(limits)
+      if (group.#version === 2 && handDown.length > 0) {
+        writeFileSync(join(group.folders[0] as string, 'cgroup.subtree_control'), handDown.map((c) => `+${c}`).join(' '))
+      }
     } catch (err) {
       for (const dir of group.folders) rmdirQuietly(dir)
       throw err
@@ -77,8 +87,13 @@ export class CliCgroup {
     if (graceMs > 0 && this.#signal('SIGTERM') > 0) await until(() => this.pids().length === 0, graceMs)
     return await until(() => {
       this.#kill()
-      return this.folders.filter((dir) => !rmdirQuietly(dir)).length === 0
+      return this.tryRemove()
     }, withinMs)
+  }
+
+  /** Removes the folders now, if nothing is in them any more; true when all are gone. */
+  tryRemove (): boolean {
+    return this.folders.filter((dir) => !rmdirQuietly(dir)).length === 0
   }
 
   #kill (): void {
@@ -135,30 +150,37 @@ export class CliCgroup {
 }
 
 /**
- * Removes the CLI cgroups a previous gateway process left under `parents`
- * (named `cgw-<pid>-…` by limited-launcher.ts): those of a pid that no
- * longer runs, or of this process's own pid (a container restarted with the
- * same pid). What still runs in them is ended (SIGTERM, `graceMs`, SIGKILL). Returns the names removed.
+ * Removes the CLI and tenant cgroups a previous gateway process left under
+ * `parents` (named `cgw-<pid>-…` by limited-launcher.ts and
+ * tenant-cgroups.ts): those of a pid that no longer runs, or of this
+ * process's own pid (a container restarted with the same pid). What still
+ * runs in them is ended (SIGTERM, `graceMs`, SIGKILL); a tenant's CLI
+ * cgroups go before it. Returns the names removed.
  */
 export async function sweepLeftovers (parents: CgroupParents, graceMs: number): Promise<string[]> {
-  const names = new Set<string>()
-  for (const dir of parentFolders(parents)) {
-    let entries: string[]
-    try {
-      entries = readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name)
-    } catch {
-      continue
-    }
-    for (const name of entries) {
-      const pid = Number(/^cgw-(\d+)-/.exec(name)?.[1] ?? NaN)
-      if (Number.isInteger(pid) && (pid === process.pid || pidGone(pid))) names.add(name)
-    }
-  }
+  const names = subfolders(parents, '').filter((name) => {
+    const pid = Number(/^cgw-(\d+)-/.exec(name)?.[1] ?? NaN)
+    return Number.isInteger(pid) && (pid === process.pid || pidGone(pid))
+  })
   const removed: string[] = []
   for (const name of names) {
-    if (await new CliCgroup(parents, name).remove(graceMs)) removed.push(name)
+    const below = await Promise.all(subfolders(parents, name).map(async (child) => await new CliCgroup(parents, join(name, child)).remove(graceMs)))
+    if (below.every(Boolean) && await new CliCgroup(parents, name).remove(graceMs)) removed.push(name)
   }
   return removed
+}
+
+/** The cgroups right below `name` under `parents` (in any hierarchy: a leftover may lack some folders). */
+function subfolders (parents: CgroupParents, name: string): string[] {
+  const names = new Set<string>()
+  for (const dir of parentFolders(parents)) {
+    try {
+      for (const e of readdirSync(join(dir, name), { withFileTypes: true })) if (e.isDirectory()) names.add(e.name)
+    } catch {
+      // not in this hierarchy
+    }
+  }
+  return [...names]
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
- * The gateway's per-CLI resource limits in one place, for app.ts: whether
- * any is set, the launcher that applies them (limited-launcher.ts), and the
+ * The gateway's per-CLI and per-tenant resource limits in one place, for
+ * app.ts: whether any is set, the launcher that applies them
+ * (limited-launcher.ts, tenant-cgroups.ts), and the
  * start-up work: the parent cgroup found and prepared, leftovers of a
  * previous gateway removed, and one real join checked, so that a host where
  * the limits cannot hold refuses to start instead of failing every session.
@@ -12,6 +13,7 @@ import type { ProbeRunner } from '../sandbox/probe.js'
 import { type CgroupParents, controllersFor, findParents, parentFolders, prepareParents } from './cgroup-parents.js'
 import { CliCgroup, sweepLeftovers } from './cli-cgroup.js'
 import { limitedLauncher, joinArgs } from './limited-launcher.js'
+import { TenantCgroups } from './tenant-cgroups.js'
 
 export interface GatewayLimitsOptions {
   /** Starts a CLI from a spawn spec (CliProcess in production). */
@@ -24,7 +26,7 @@ export interface GatewayLimitsOptions {
 }
 
 export interface GatewayLimits {
-  /** True when each CLI runs in a cgroup of its own with the limits set. */
+  /** True when each CLI runs in a cgroup of its own (in its tenant's, with tenant limits) with the limits set. */
   readonly active: boolean
   readonly launch: CliLauncher
   /** At start, before any CLI (or the spawn helper) starts: throws ConfigError when the limits cannot hold here. */
@@ -34,25 +36,27 @@ export interface GatewayLimits {
 }
 
 const HOW_TO_FIX = 'Run the gateway where it may manage a cgroup: a systemd service with Delegate=yes, a container with a writable cgroup ' +
-  'namespace (podman --security-opt unmask=/sys/fs/cgroup), or as root; or unset CLI_MEMORY_MAX_MB, CLI_PIDS_MAX and CLI_CPUS and limit the gateway as a whole (docs/SECURITY.md, Resource limits).'
+  'namespace (podman --security-opt unmask=/sys/fs/cgroup), or as root; or unset the CLI_ and TENANT_ limits (_MEMORY_MAX_MB, _PIDS_MAX, _CPUS) and limit the gateway as a whole (docs/SECURITY.md, Resource limits).'
 
 export function gatewayLimits (config: Config, options: GatewayLimitsOptions): GatewayLimits {
   const { logger } = options
   const limits = config.cliLimits
-  const needed = controllersFor(limits)
+  const tenantLimits = config.tenantLimits
+  const perTenant = controllersFor(tenantLimits).length > 0
+  const needed = [...new Set([...controllersFor(limits), ...controllersFor(tenantLimits)])]
   if (needed.length === 0) {
     return {
       active: false,
       launch: options.inner,
       start: async () => {
-        logger.info('no per-CLI limits (CLI_PIDS_MAX, CLI_MEMORY_MAX_MB, CLI_CPUS): a session may use all the pids, memory and CPU the gateway has')
+        logger.info('no per-CLI or per-tenant limits (CLI_ or TENANT_ PIDS_MAX, MEMORY_MAX_MB, CPUS): a session may use all the pids, memory and CPU the gateway has')
       },
       close: async () => {}
     }
   }
 
   let launcher: CliLauncher | null = null
-  const removals = new Set<Promise<boolean>>()
+  const removals = new Set<Promise<void>>()
   const fail = (why: string): ConfigError => new ConfigError(`invalid configuration:\n  CLI limits (${needed.join(', ')}) cannot hold here: ${why}. ${HOW_TO_FIX}`)
   return {
     active: true,
@@ -70,11 +74,12 @@ export function gatewayLimits (config: Config, options: GatewayLimitsOptions): G
       }
       const swept = await sweepLeftovers(parents, config.cliStopTimeoutMs)
       if (swept.length > 0) logger.warn({ cgroups: swept }, 'removed CLI cgroups left by a previous gateway process (what ran in them was ended)')
-      const problem = await checkJoin(parents, options.probe)
+      const tenants = perTenant ? new TenantCgroups({ parents, limits: tenantLimits, handDown: needed }) : undefined
+      const problem = await checkJoin(parents, tenants, options.probe)
       if (problem !== null) throw fail(problem)
-      launcher = limitedLauncher(options.inner, { parents, limits, graceMs: config.cliStopTimeoutMs, logger, removals })
-      logger.info({ cgroupVersion: parents.version, parent: parentFolders(parents), limits },
-        'each CLI runs in a cgroup of its own with these limits')
+      launcher = limitedLauncher(options.inner, { parents, limits, tenants, graceMs: config.cliStopTimeoutMs, logger, removals })
+      logger.info({ cgroupVersion: parents.version, parent: parentFolders(parents), limits, ...(perTenant ? { tenantLimits } : {}) },
+        perTenant ? 'each CLI runs in a cgroup of its own, inside one per tenant, with these limits' : 'each CLI runs in a cgroup of its own with these limits')
     },
     close: async () => {
       await Promise.all([...removals])
@@ -82,12 +87,17 @@ export function gatewayLimits (config: Config, options: GatewayLimitsOptions): G
   }
 }
 
-/** A throwaway cgroup with the limits' controllers, joined by a shell as a CLI joins its own; null when that worked. */
-async function checkJoin (parents: CgroupParents, run: ProbeRunner): Promise<string | null> {
+/**
+ * A throwaway cgroup with the limits' controllers (inside a throwaway
+ * tenant's, with tenant limits), joined by a shell as a CLI joins its own;
+ * null when that worked.
+ */
+async function checkJoin (parents: CgroupParents, tenants: TenantCgroups | undefined, run: ProbeRunner): Promise<string | null> {
   let group: CliCgroup
   try {
-    group = CliCgroup.create(parents, `cgw-${process.pid}-check`, {})
+    group = CliCgroup.create(tenants?.acquire('check') ?? parents, `cgw-${process.pid}-check`, {})
   } catch (err) {
+    if (tenants !== undefined) tenants.release('check')
     return `cannot make a cgroup under ${parentFolders(parents).join(', ')} (${(err as Error).message})`
   }
   try {
@@ -99,5 +109,6 @@ async function checkJoin (parents: CgroupParents, run: ProbeRunner): Promise<str
     return null
   } finally {
     await group.remove()
+    tenants?.release('check')
   }
 }

@@ -10,21 +10,27 @@
  * When the CLI has exited, the OOM kills are counted into the exit, what is
  * left in the cgroup is ended, SIGTERM then SIGKILL (processes a `setsid`
  * took out of its process group included), and the cgroup is removed.
+ * With tenant limits (TENANT_*), a CLI's cgroup goes into its tenant's
+ * (tenant-cgroups.ts), so both hold.
  */
 import { randomBytes } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { CliExit, CliLauncher } from '../cli/cli-handle.js'
 import { type CgroupLimits, type CgroupParents } from './cgroup-parents.js'
 import { CliCgroup } from './cli-cgroup.js'
+import type { TenantCgroups } from './tenant-cgroups.js'
 
 export interface LimitedLauncherOptions {
   parents: CgroupParents
+  /** What each CLI may use (empty with tenant limits only). */
   limits: CgroupLimits
+  /** With tenant limits: the tenants' cgroups, each CLI's made inside its tenant's. */
+  tenants?: TenantCgroups | undefined
   /** How long what is left in a CLI's cgroup at its exit gets between SIGTERM and SIGKILL (CLI_STOP_TIMEOUT_MS). */
   graceMs: number
   logger: Logger
   /** Removals still under way are kept here until they end (so that closing can wait for them). */
-  removals: Set<Promise<boolean>>
+  removals: Set<Promise<void>>
 }
 
 /** The shell that joins: `sh -c JOIN cgw-join <procs files…> -- <command> <args…>`. */
@@ -37,19 +43,30 @@ export function joinArgs (procsFiles: string[], command: string, args: string[])
 }
 
 export function limitedLauncher (inner: CliLauncher, options: LimitedLauncherOptions): CliLauncher {
-  const { parents, limits, graceMs, logger, removals } = options
+  const { limits, tenants, graceMs, logger, removals } = options
   return (spec, callbacks) => {
+    const tenant = spec.tenant
+    if (tenants !== undefined && tenant === undefined) throw new Error('tenant limits: a CLI start without a tenant')
+    const parents = tenants === undefined || tenant === undefined ? options.parents : tenants.acquire(tenant)
     // The gateway's pid in the name: a restarted gateway removes only the leftovers of one that is gone (cli-cgroup.ts).
     const name = `cgw-${process.pid}-${spec.sessionId}-${randomBytes(3).toString('hex')}`
-    const group = CliCgroup.create(parents, name, limits)
+    let group: CliCgroup
+    try {
+      group = CliCgroup.create(parents, name, limits)
+    } catch (err) {
+      if (tenant !== undefined) tenants?.release(tenant)
+      throw err
+    }
     const release = (): number => {
       const oomKills = group.oomKills()
-      const removal = group.remove(graceMs)
-      removals.add(removal)
-      void removal.then((removed) => {
+      const removal = group.remove(graceMs).then((removed) => {
         removals.delete(removal)
         if (!removed) logger.warn({ session: spec.sessionId, cgroup: group.folders, pids: group.pids() }, 'a CLI\'s cgroup could not be removed: processes in it did not die')
+        if (tenant !== undefined && tenants?.release(tenant) === false) {
+          logger.warn({ tenant, cgroup: tenants.folders(tenant) }, 'a tenant\'s cgroup could not be removed: a CLI cgroup in it is still busy')
+        }
       })
+      removals.add(removal)
       return oomKills
     }
     try {
@@ -57,7 +74,7 @@ export function limitedLauncher (inner: CliLauncher, options: LimitedLauncherOpt
         ...callbacks,
         onExit: (exit: CliExit) => {
           const oomKills = release()
-          if (oomKills > 0) logger.warn({ session: spec.sessionId, oomKills, limitBytes: limits.memoryBytes }, 'the kernel killed processes of this CLI at its memory limit (CLI_MEMORY_MAX_MB)')
+          if (oomKills > 0) logger.warn({ session: spec.sessionId, oomKills }, 'the kernel killed processes of this CLI at a memory limit (CLI_MEMORY_MAX_MB or TENANT_MEMORY_MAX_MB)')
           callbacks.onExit(oomKills > 0 ? { ...exit, oomKills } : exit)
         },
         ...(callbacks.onStartFailed === undefined

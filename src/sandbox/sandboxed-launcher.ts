@@ -63,7 +63,7 @@ export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLaunche
       env
     }, options.system)
     try {
-      return inner({ ...sandboxed, sessionId: spec.sessionId }, {
+      return inner({ ...sandboxed, sessionId: spec.sessionId, ...(spec.tenant === undefined ? {} : { tenant: spec.tenant }) }, {
         ...callbacks,
         onExit: (exit) => {
           void proxy.close()

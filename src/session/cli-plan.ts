@@ -88,12 +88,12 @@ export class CliPlan {
     const env = buildCliEnv(this.#o.env ?? process.env, overrides, this.#o.cliEnvAllow)
     if (sandbox !== undefined) {
       if (configDir === null) throw new GatewayError('cli_start_failed', 'the sandbox needs a tenant config dir')
-      return { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id, sandbox: { ...sandbox, configDir } }
+      return { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id, tenant: record.tenant, sandbox: { ...sandbox, configDir } }
     }
     const launcher = this.#o.launcher
     return launcher === undefined
-      ? { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id }
-      : { command: launcher, args: [cwd, configDir ?? '', '--', this.#o.claudeBin, ...args], cwd, env, sessionId: record.id }
+      ? { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id, tenant: record.tenant }
+      : { command: launcher, args: [cwd, configDir ?? '', '--', this.#o.claudeBin, ...args], cwd, env, sessionId: record.id, tenant: record.tenant }
   }
 
   /**

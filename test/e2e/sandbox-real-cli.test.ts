@@ -8,7 +8,7 @@
 // yet every request the stand-in saw carried it.
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
 import { E2E_TEST_TIMEOUT_MS, allowAnswer, closeAll, isCanUseTool, isCli, isGateway, startE2e, waitLive } from '../support/e2e.js'
@@ -55,12 +55,19 @@ test('sandboxed real CLI: permission prompt allowed, tool runs confined, API rea
   }
 })
 
-test('sandboxed real CLI under CLI limits: a tool past CLI_MEMORY_MAX_MB is killed, the CLI finishes the turn and the exit counts it', { timeout: E2E_TEST_TIMEOUT_MS, skip: unavailable ?? cgroupsUnavailable() ?? false }, async () => {
+test('sandboxed real CLI under CLI and tenant limits: it runs inside its tenant\'s cgroup; a tool past CLI_MEMORY_MAX_MB is killed, the CLI finishes the turn and the exit counts it', { timeout: E2E_TEST_TIMEOUT_MS, skip: unavailable ?? cgroupsUnavailable() ?? false }, async () => {
   const cgroup = `/cgw-e2e-${randomBytes(4).toString('hex')}`
-  const e = await startE2e({ env: { SANDBOX: 'bwrap', CLI_CGROUP: cgroup, CLI_MEMORY_MAX_MB: '1024', CLI_PIDS_MAX: '512', CLI_CPUS: '1.5' } })
+  const e = await startE2e({
+    env: { SANDBOX: 'bwrap', CLI_CGROUP: cgroup, CLI_MEMORY_MAX_MB: '1024', CLI_PIDS_MAX: '512', CLI_CPUS: '1.5', TENANT_MEMORY_MAX_MB: '2048', TENANT_PIDS_MAX: '1024', TENANT_CPUS: '2' }
+  })
   try {
     const session = await e.createSession()
     const holder = await e.connect(session.id)
+    const pidsParent = findParents(['pids'], cgroup).dirs.get('pids') as string
+    const tenantGroup = join(pidsParent, readdirSync(pidsParent).find((n) => n.startsWith(`cgw-${process.pid}-tenant-`)) ?? 'none')
+    assert.equal(readFileSync(join(tenantGroup, 'pids.max'), 'utf8'), '1024\n')
+    const cliGroup = readdirSync(tenantGroup).find((n) => n.startsWith(`cgw-${process.pid}-${session.id}-`))
+    assert.ok(cliGroup !== undefined, `the CLI's cgroup inside ${tenantGroup}`)
     // tail holds a line it has not seen the end of: 3 GiB of zeros, no newline, past the CLI's 1 GiB.
     const command = 'head -c 3000M /dev/zero | tail -n 1 >/dev/null; echo "tail=$?"; cat /proc/self/cgroup | grep -c cgw-e2e || true'
     holder.sendUser(`RUN_BASH ${command}`)
@@ -70,6 +77,8 @@ test('sandboxed real CLI under CLI limits: a tool past CLI_MEMORY_MAX_MB is kill
     assert.equal(result.subtype, 'success', JSON.stringify(result))
     // Its own cgroup namespace: the box sees its cgroup as its root, not the path outside.
     assert.match(result.result, /^Tool finished: [^]*\bKilled\b[^]*\ntail=137\n0$/)
+    const { body: live } = await e.gw.request('GET', `/v1/sessions/${session.id}`)
+    assert.ok(readFileSync(join(tenantGroup, cliGroup, 'cgroup.procs'), 'utf8').split('\n').map(Number).includes(live.pid), `the CLI (${live.pid}) runs in its cgroup`)
     assert.equal((await e.gw.request('DELETE', `/v1/sessions/${session.id}`)).status, 200)
     const { body } = await e.gw.request('GET', `/v1/sessions/${session.id}`)
     assert.ok(body.exit.oom_kills >= 1, `exit: ${JSON.stringify(body.exit)}`)

@@ -1,14 +1,15 @@
 /**
- * CLI_PIDS_MAX, CLI_MEMORY_MAX_MB, CLI_CPUS with real cgroups (v2 where the
- * machine offers the controllers there, else v1) and the fake CLI's `run`
- * tool: what a runaway tool meets inside its own session, that its
- * neighbours do not notice, and that nothing it started outlives the
- * session. Each test uses a cgroup parent of its own (CLI_CGROUP).
+ * CLI_PIDS_MAX, CLI_MEMORY_MAX_MB, CLI_CPUS and the TENANT_ limits with real
+ * cgroups (v2 where the machine offers the controllers there, else v1) and
+ * the fake CLI's `run` tool: what a runaway tool meets inside its own
+ * session, and a tenant's sessions together, that its neighbours do not
+ * notice, and that nothing it started outlives the session. Each test uses
+ * a cgroup parent of its own (CLI_CGROUP).
  */
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 import { type CgroupParents, findParents, parentFolders } from '../../src/limits/cgroup-parents.js'
@@ -23,8 +24,8 @@ interface Limited { gw: TestGateway, parents: CgroupParents }
 async function limitedGateway (t: TestContext, env: Record<string, string>): Promise<Limited> {
   const cgroup = `/cgw-test-${randomBytes(4).toString('hex')}`
   const gw = await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '', CLI_CGROUP: cgroup, ...env } })
-  const setting = { memory: 'CLI_MEMORY_MAX_MB', pids: 'CLI_PIDS_MAX', cpu: 'CLI_CPUS' } as const
-  const parents = findParents((['memory', 'pids', 'cpu'] as const).filter((c) => env[setting[c]] !== undefined), cgroup)
+  const setting = { memory: 'MEMORY_MAX_MB', pids: 'PIDS_MAX', cpu: 'CPUS' } as const
+  const parents = findParents((['memory', 'pids', 'cpu'] as const).filter((c) => env[`CLI_${setting[c]}`] !== undefined || env[`TENANT_${setting[c]}`] !== undefined), cgroup)
   t.after(async () => {
     await gw.close()
     removeCgroupParent(parents)
@@ -32,9 +33,9 @@ async function limitedGateway (t: TestContext, env: Record<string, string>): Pro
   return { gw, parents }
 }
 
-/** The CLI cgroups under the parents (one name per CLI start, whatever the hierarchy). */
-function cliCgroups (parents: CgroupParents): string[] {
-  const dir = parentFolders(parents)[0] as string
+/** The CLI (or tenant) cgroups under the parents, or under `below` in them (one name per CLI start, whatever the hierarchy). */
+function cliCgroups (parents: CgroupParents, below = ''): string[] {
+  const dir = join(parentFolders(parents)[0] as string, below)
   return readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory() && e.name.startsWith('cgw-')).map((e) => e.name)
 }
 
@@ -74,6 +75,44 @@ describe('per-CLI resource limits (cgroups)', { skip: unavailable ?? false }, ()
     assert.match(metrics, new RegExp(`^cgw_cli_oom_kills_total ${body.exit.oom_kills as number}$`, 'm'))
   })
 
+  it('holds all of a tenant\'s CLIs together to TENANT_PIDS_MAX; another tenant\'s tools still start; the tenant\'s cgroup goes with its last CLI', async (t) => {
+    const { gw, parents } = await limitedGateway(t, { TENANT_PIDS_MAX: '128' })
+    const a1 = await session(gw)
+    const a2 = await session(gw)
+    const b = await session(gw, TOKEN_B)
+    const tenantA = `cgw-${process.pid}-tenant-tenant-a`
+    assert.deepEqual(cliCgroups(parents).sort(), [tenantA, `cgw-${process.pid}-tenant-tenant-b`])
+    assert.deepEqual(cliCgroups(parents, tenantA).map((n) => n.split('-').slice(2, -1).join('-')).sort(), [a1.id, a2.id].sort(), 'both of A\'s CLIs inside A\'s cgroup')
+    assert.equal(readFileSync(join(parents.dirs.get('pids') as string, tenantA, 'pids.max'), 'utf8').trim(), '128')
+    // A's first session holds 30 processes; the second one's fork bomb then finds fewer left than 128 alone would give it.
+    assert.equal(await run(a1.holder, 'for i in $(seq 30); do sleep 62 </dev/null >/dev/null 2>&1 & done; echo held'), 'held\n[exit 0]')
+    const bomb = await run(a2.holder, 'for i in $(seq 200); do sleep 61 </dev/null >/dev/null 2>&1 & done; echo loop-done', 30_000)
+    assert.match(bomb, /fork|Resource temporarily unavailable/i, 'the shell was refused new processes')
+    const held = pidsWithArgv(['sleep', '62']).length
+    const bombed = pidsWithArgv(['sleep', '61']).length
+    assert.equal(held, 30, 'the first session\'s processes kept running')
+    assert.ok(bombed > 0 && held + bombed < 128, `${bombed} of the bomb's sleeps run beside ${held}: together fewer than the tenant's limit`)
+    assert.equal(await run(b.holder, 'for i in 1 2 3 4 5 6 7 8; do sleep 0 & done; wait; echo fine'), 'fine\n[exit 0]', 'tenant B meets its own limit, not A\'s')
+    assert.equal((await gw.request('DELETE', `/v1/sessions/${a1.id}`)).status, 200)
+    assert.ok(cliCgroups(parents).includes(tenantA), 'A\'s cgroup stays while A has a CLI')
+    assert.equal((await gw.request('DELETE', `/v1/sessions/${a2.id}`)).status, 200)
+    await eventually(() => pidsWithArgv(['sleep', '61']).length + pidsWithArgv(['sleep', '62']).length === 0 && !cliCgroups(parents).includes(tenantA),
+      10_000, 'A\'s processes ended and its cgroup removed with its last CLI')
+    assert.deepEqual(cliCgroups(parents), [`cgw-${process.pid}-tenant-tenant-b`], 'B\'s still there: B\'s session runs')
+  })
+
+  it('kills the tool that passes TENANT_MEMORY_MAX_MB and counts it in its own CLI\'s exit', async (t) => {
+    const { gw, parents } = await limitedGateway(t, { TENANT_MEMORY_MAX_MB: '200' })
+    const { id, holder } = await session(gw)
+    const [cli] = cliCgroups(parents, `cgw-${process.pid}-tenant-tenant-a`)
+    assert.ok(cli !== undefined)
+    assert.match(await run(holder, 'head -c 600M /dev/zero | tail -n 1 >/dev/null', 30_000), /^Killed\n\[exit 137\]$/, 'SIGKILLed by the kernel')
+    assert.equal(await run(holder, 'echo still here'), 'still here\n[exit 0]')
+    assert.equal((await gw.request('DELETE', `/v1/sessions/${id}`)).status, 200)
+    const { body } = await gw.request('GET', `/v1/sessions/${id}`)
+    assert.ok(body.exit.oom_kills >= 1, `exit: ${JSON.stringify(body.exit)}`)
+  })
+
   it('holds a busy loop to CLI_CPUS of CPU time', async (t) => {
     const { gw } = await limitedGateway(t, { CLI_CPUS: '0.2' })
     const { holder } = await session(gw)
@@ -108,24 +147,27 @@ describe('per-CLI resource limits (cgroups)', { skip: unavailable ?? false }, ()
     assert.equal(readFileSync(join(gw.dataDir, 'workspaces', 'tenant-a', id, 'ended.txt'), 'utf8'), 'terminated\n', 'it got SIGTERM before any SIGKILL')
   })
 
-  it('removes at start the CLI cgroups of a gateway process that is gone, ending what ran in them', async (t) => {
+  it('removes at start the CLI and tenant cgroups of a gateway process that is gone, ending what ran in them', async (t) => {
     const cgroup = `/cgw-test-${randomBytes(4).toString('hex')}`
     const parents = findParents(['pids'], cgroup)
     const gone = spawnSync('true').pid as number // a pid that no longer runs
-    const name = `cgw-${gone}-left-over`
-    const sleeper = spawn('sleep', ['63'], { stdio: 'ignore', detached: true })
-    t.after(() => { sleeper.kill('SIGKILL') }) // a no-op once it is gone
+    // One CLI's cgroup as CLI limits leave it, one inside a tenant's as tenant limits do.
+    const names = [`cgw-${gone}-left-over`, join(`cgw-${gone}-tenant-acme`, `cgw-${gone}-s-1`)]
+    const sleepers = names.map(() => spawn('sleep', ['63'], { stdio: 'ignore', detached: true }))
+    t.after(() => { for (const s of sleepers) s.kill('SIGKILL') }) // a no-op once they are gone
     for (const dir of parentFolders(parents)) {
-      mkdirSync(join(dir, name), { recursive: true })
-      writeFileSync(join(dir, name, 'cgroup.procs'), String(sleeper.pid))
+      names.forEach((name, i) => {
+        mkdirSync(join(dir, name), { recursive: true })
+        writeFileSync(join(dir, name, 'cgroup.procs'), String(sleepers[i]?.pid))
+      })
     }
-    const exited = new Promise((resolve) => sleeper.once('exit', (code, signal) => resolve(signal)))
+    const exited = sleepers.map(async (s) => await new Promise((resolve) => s.once('exit', (code, signal) => resolve(signal))))
     const gw = await gateway(t, { env: { CLI_CGROUP: cgroup, CLI_PIDS_MAX: '64' } })
     t.after(async () => {
       await gw.close()
       removeCgroupParent(parents)
     })
-    assert.equal(await exited, 'SIGTERM', 'ended as a stop ends a CLI: SIGTERM first (sleep goes on it)')
-    for (const dir of parentFolders(parents)) assert.equal(existsSync(join(dir, name)), false, `${join(dir, name)} removed`)
+    assert.deepEqual(await Promise.all(exited), ['SIGTERM', 'SIGTERM'], 'ended as a stop ends a CLI: SIGTERM first (sleep goes on it)')
+    assert.deepEqual(cliCgroups(parents), [], 'no cgroup of the gone gateway is left')
   })
 })

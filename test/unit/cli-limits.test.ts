@@ -17,6 +17,7 @@ import { findParents, parseMountInfo, parseProcCgroup, prepareParents } from '..
 import { CliCgroup } from '../../src/limits/cli-cgroup.js'
 import { gatewayLimits } from '../../src/limits/gateway-limits.js'
 import { joinArgs } from '../../src/limits/limited-launcher.js'
+import { TenantCgroups } from '../../src/limits/tenant-cgroups.js'
 
 const V1 = [
   '30 25 0:26 / /sys/fs/cgroup/pids rw,relatime shared:9 - cgroup cgroup rw,pids',
@@ -140,6 +141,22 @@ describe('a v2 parent and a CLI cgroup (folders standing in for cgroupfs)', () =
     writeFileSync(join(dir, 'cgw-1-s-x', 'memory.events'), 'low 0\nhigh 0\nmax 7\noom 2\noom_kill 2\n')
     assert.equal(group.oomKills(), 2)
   })
+  it('makes one cgroup per tenant with the tenant limits, hands the controllers down to its CLIs\' and counts them', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cgw-v2t-'))
+    const parents = { version: 2 as const, dirs: new Map([['memory' as const, dir], ['pids' as const, dir]]) }
+    const tenants = new TenantCgroups({ parents, limits: { memoryBytes: 256 * 1024 * 1024, pids: 300 }, handDown: ['memory', 'pids'] })
+    const a = tenants.acquire('acme')
+    const name = `cgw-${process.pid}-tenant-acme`
+    const at = (f: string): string => readFileSync(join(dir, name, f), 'utf8')
+    assert.deepEqual([at('memory.max'), at('pids.max'), at('cgroup.subtree_control')], ['268435456', '300', '+memory +pids'])
+    assert.deepEqual([...a.dirs.values()], [join(dir, name), join(dir, name)], 'its CLIs\' cgroups go inside it')
+    assert.equal(tenants.acquire('acme'), a, 'a second CLI of the tenant: the same cgroup')
+    assert.notEqual(tenants.acquire('other').dirs.get('pids'), a.dirs.get('pids'))
+    const cli = CliCgroup.create(a, 'cgw-1-s-y', { pids: 64 })
+    assert.equal(readFileSync(join(dir, name, 'cgw-1-s-y', 'pids.max'), 'utf8'), '64')
+    assert.equal(cli.folders[0], join(dir, name, 'cgw-1-s-y'))
+    assert.deepEqual(tenants.folders('acme'), [join(dir, name)])
+  })
 })
 
 describe('start-up and the joining shell', () => {
@@ -164,6 +181,17 @@ describe('start-up and the joining shell', () => {
     assert.throws(() => loadConfig({ DATA_DIR: dir, CLI_CPUS: '0' }), /CLI_CPUS/)
     assert.throws(() => loadConfig({ DATA_DIR: dir, CLI_PIDS_MAX: '2' }), /CLI_PIDS_MAX/)
     assert.deepEqual(loadConfig({ DATA_DIR: dir, CLI_MEMORY_MAX_MB: '512', CLI_CPUS: '1.5' }).cliLimits, { memoryBytes: 512 * 1024 * 1024, pids: undefined, cpus: 1.5 })
+  })
+
+  it('takes tenant limits, with or without CLI limits, and refuses one below the CLI\'s', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cgw-d-'))
+    const config = loadConfig({ DATA_DIR: dir, CLI_CGROUP: '/gw', TENANT_MEMORY_MAX_MB: '2048', TENANT_PIDS_MAX: '512', TENANT_CPUS: '2' })
+    assert.deepEqual(config.tenantLimits, { memoryBytes: 2048 * 1024 * 1024, pids: 512, cpus: 2 })
+    assert.deepEqual(config.cliLimits, { memoryBytes: undefined, pids: undefined, cpus: undefined })
+    assert.throws(() => loadConfig({ DATA_DIR: dir, CLI_MEMORY_MAX_MB: '1024', TENANT_MEMORY_MAX_MB: '512', CLI_CPUS: '1', TENANT_CPUS: '0.5' }),
+      /TENANT_MEMORY_MAX_MB: below CLI_MEMORY_MAX_MB .*; TENANT_CPUS: below CLI_CPUS/)
+    assert.throws(() => loadConfig({ DATA_DIR: dir, TENANT_PIDS_MAX: '4' }), /TENANT_PIDS_MAX/)
+    assert.doesNotThrow(() => loadConfig({ DATA_DIR: dir, CLI_PIDS_MAX: '64', TENANT_PIDS_MAX: '64' }))
   })
 
   it('is inactive, its launcher the inner one, when no limit is set', () => {
