@@ -10,6 +10,7 @@ import { hostname } from 'node:os'
 import { resolve, join } from 'node:path'
 import { z } from 'zod'
 import { parseDestinations } from '../sandbox/destinations.js'
+import { DEFAULT_API_PATHS, apiPathProblem } from '../sandbox/api-paths.js'
 import { type WebhookEventType, WEBHOOK_EVENT_TYPES } from '../webhooks/webhook-event-types.js'
 import { defaultClaudeBin, isJwtPublicKey, list, parseTrustProxy, tokensOrProblem } from './values.js'
 
@@ -116,6 +117,10 @@ export const envSchema = z.object({
   ANTHROPIC_AUTH_TOKEN: optional(z.string(), '(none)', 'a bearer token for the CLI instead of a key (an LLM gateway\'s), held like the key', true),
   SANDBOX_CREDENTIALS: defaulted(z.enum(['proxy', 'env']), 'proxy',
     'where a sandboxed CLI\'s `ANTHROPIC_API_KEY` / `ANTHROPIC_AUTH_TOKEN` is: `proxy` (held by its egress proxy, which adds it to each API request; the CLI sees a placeholder) or `env` (in its environment, readable by its tools)'),
+  SANDBOX_API_PATHS: defaulted(commaList().superRefine((items, ctx) => {
+    for (const problem of items.map(apiPathProblem)) if (problem !== null) ctx.addIssue({ code: 'custom', message: problem })
+  }), DEFAULT_API_PATHS.join(','),
+  'API paths a sandboxed CLI may call with the credential its proxy holds (`*`: one segment); others get 403, so one tenant\'s tools cannot reach the key\'s Files or Batches (HEAD passes on any path)'),
   CLI_MEMORY_MAX_MB: optional(int(32), '(no limit)',
     'memory (RAM, no swap) of each CLI with every process it starts, in MiB; past it the kernel kills the largest of them (a tool, usually) and the exit says `oom_kills`. Needs a writable cgroup (`CLI_CGROUP`), checked at start'),
   CLI_PIDS_MAX: optional(int(8), '(no limit)', 'processes and threads each CLI may have at once, its tools\' included: a fork bomb fails inside its session'),
@@ -287,6 +292,8 @@ export const configSchema = envSchema.transform((e, ctx) => {
     sandboxEgress: e.SANDBOX_EGRESS,
     /** `proxy`: the CLI's API credential never enters its sandbox (src/sandbox/api-credentials.ts). */
     sandboxCredentials: e.SANDBOX_CREDENTIALS,
+    /** API paths a sandboxed CLI may call with the held credential. */
+    sandboxApiPaths: e.SANDBOX_API_PATHS,
     /** The CLI's API credential as set on the gateway (or read from its `_FILE`); it goes into the CLI's environment source. */
     anthropicCredentials: {
       ...(e.ANTHROPIC_API_KEY === undefined ? {} : { ANTHROPIC_API_KEY: e.ANTHROPIC_API_KEY }),

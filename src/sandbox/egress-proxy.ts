@@ -10,7 +10,8 @@
  * With credentials held (SANDBOX_CREDENTIALS=proxy, api-credentials.ts) it
  * is also the CLI's API: requests addressed to the proxy itself (origin form,
  * or absolute form to 127.0.0.1/localhost:<its port>) go to the real API,
- * their credential headers replaced by the real ones.
+ * their credential headers replaced by the real ones, if their path is one
+ * the CLI may call (SANDBOX_API_PATHS, api-paths.ts).
  */
 import { rmSync } from 'node:fs'
 import http from 'node:http'
@@ -18,6 +19,7 @@ import https from 'node:https'
 import net from 'node:net'
 import type { Logger } from 'pino'
 import type { HeldCredentials } from './api-credentials.js'
+import { allowedApiPath } from './api-paths.js'
 import { type Destination, destinationText, parseDestination } from './destinations.js'
 import { relayHttp } from './http-relay.js'
 
@@ -26,8 +28,11 @@ export interface EgressProxyOptions {
   allow: readonly Destination[]
   logger: Logger
   sessionId: string
-  /** The API credential the gateway holds for this CLI, and the port the proxy has inside the sandbox. */
-  api?: { held: HeldCredentials, port: number } | undefined
+  /**
+   * The API credential the gateway holds for this CLI, the port the proxy
+   * has inside the sandbox, and the API paths it may be used on.
+   */
+  api?: { held: HeldCredentials, port: number, paths: readonly string[] } | undefined
 }
 
 const REFUSED = 'egress not allowed by the gateway sandbox\n'
@@ -117,7 +122,19 @@ export class EgressProxy {
     let url: URL | null = null
     try { url = new URL(target) } catch { /* origin form: addressed to the proxy itself */ }
     if (this.#api !== undefined && (url === null ? target.startsWith('/') : SELF_HOSTS.has(url.hostname) && Number(url.port) === this.#api.port)) {
-      this.#toApi(req, res, this.#api.held, url === null ? target : url.pathname + url.search)
+      const method = req.method ?? 'GET'
+      const path = allowedApiPath(method, url === null ? target : url.pathname + url.search, this.#api.paths)
+      if (path === null) {
+        this.#log.warn({ method, path: target }, 'sandbox API request refused: not a path the CLI may call with the held credential (SANDBOX_API_PATHS)')
+        const body = JSON.stringify({
+          type: 'error',
+          error: { type: 'permission_error', message: `claude-gateway: ${method} on this path is not allowed from a sandbox (SANDBOX_API_PATHS)` }
+        })
+        res.writeHead(403, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
+        req.resume()
+        return
+      }
+      this.#toApi(req, res, this.#api.held, path)
       return
     }
     const port = url === null ? 0 : url.port === '' ? 80 : Number(url.port)

@@ -70,6 +70,7 @@ export function gatewaySandbox (config: Config, options: GatewaySandboxOptions):
       egress,
       socketDir,
       credentials: config.sandboxCredentials,
+      apiPaths: config.sandboxApiPaths,
       logger
     })
     // Only the CLI's real folder is mounted: run it by its real path, or a symlink on the way

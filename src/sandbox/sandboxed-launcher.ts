@@ -27,6 +27,8 @@ export interface SandboxedLauncherOptions {
   socketDir: string
   /** `proxy`: the CLI's API credential is held by its egress proxy, never in the sandbox; `env`: in its environment. */
   credentials: 'proxy' | 'env'
+  /** API paths a CLI may call with the held credential (SANDBOX_API_PATHS). */
+  apiPaths: readonly string[]
   logger: Logger
 }
 
@@ -47,7 +49,7 @@ export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLaunche
       allow: options.egress,
       logger: options.logger,
       sessionId: spec.sessionId,
-      api: held === null ? undefined : { held, port }
+      api: held === null ? undefined : { held, port, paths: options.apiPaths }
     })
     const sandboxed = buildBwrapSpec({
       bwrap: options.bwrap,

@@ -9,7 +9,7 @@
  * today's main every refusal below is a success: the tool shares the host's
  * network and /proc. The gateway's API key (ANTHROPIC_API_KEY_FILE, so in no
  * environment) never enters the sandbox, yet requests to the CLI's
- * ANTHROPIC_BASE_URL arrive with it.
+ * ANTHROPIC_BASE_URL arrive with it, on the API paths the CLI needs only.
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
@@ -53,11 +53,14 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
   let keyFile = ''
   let holder: TestClient
   let sessionId = ''
+  /** Paths the stand-in API was asked for. */
+  const asked: string[] = []
 
   before(async () => {
     api = http.createServer((req, res) => {
+      asked.push(req.url ?? '')
       // Says whether the real key came, never echoes a credential back into the sandbox.
-      if (req.url?.startsWith('/v1/whoami') === true) res.end(`key ${req.headers['x-api-key'] === KEY ? 'real' : 'other'} at ${req.url} host ${req.headers.host}`)
+      if (req.headers['x-api-key'] !== undefined) res.end(`key ${req.headers['x-api-key'] === KEY ? 'real' : 'other'} at ${req.url} host ${req.headers.host}`)
       else res.end(`api-ok ${req.method} ${req.url}`)
     })
     api.listen(0, '127.0.0.1')
@@ -141,10 +144,13 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
     await eventually(() => logs.split('\n').some((l) => l.includes('sandbox egress refused') && l.includes(sessionId) && l.includes(REDIS)), 5000, 'a refusal log line naming the session')
   })
 
-  it('keeps the API key with the gateway: the sandbox has a placeholder, its API requests arrive with the real key', async () => {
+  it('keeps the API key with the gateway: the sandbox has a placeholder, its API requests arrive with the real key, on the CLI\'s API paths only', async () => {
     const out = await run(holder, `cat ${keyFile} 2>&1; ` + 'echo "$ANTHROPIC_API_KEY $ANTHROPIC_BASE_URL"; ' +
       `cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -F '${KEY}'; ` +
-      'curl -sS -m 5 -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/v1/whoami?beta=true"; echo')
-    assert.equal(out, `cat: ${keyFile}: No such file or directory\nheld-by-claude-gateway http://${PROXY}\n0\nkey real at /v1/whoami?beta=true host 127.0.0.1:${apiPort}\n[exit 0]`)
+      'curl -sS -m 5 -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/v1/models?beta=true"; echo; ' +
+      'curl -sS -m 5 -H "x-api-key: $ANTHROPIC_API_KEY" -w " %{http_code}" "$ANTHROPIC_BASE_URL/v1/files"; echo')
+    assert.equal(out, `cat: ${keyFile}: No such file or directory\nheld-by-claude-gateway http://${PROXY}\n0\nkey real at /v1/models?beta=true host 127.0.0.1:${apiPort}\n` +
+      '{"type":"error","error":{"type":"permission_error","message":"claude-gateway: GET on this path is not allowed from a sandbox (SANDBOX_API_PATHS)"}} 403\n[exit 0]')
+    assert.equal(asked.filter((url) => url.startsWith('/v1/files')).length, 0, 'the Files API was never asked')
   })
 })

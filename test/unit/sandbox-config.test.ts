@@ -46,6 +46,14 @@ describe('SANDBOX settings', () => {
     assert.equal(loadConfig({ SANDBOX: 'none', GATEWAY_TOKENS: `${T1}=a,${T2}=b`, CLAUDE_LAUNCHER: '/opt/launch.sh' }).claudeLauncher, '/opt/launch.sh')
   })
 
+  it('validates SANDBOX_API_PATHS: absolute paths of literal or * segments, the Messages API and the model list by default', () => {
+    assert.deepEqual(loadConfig({}).sandboxApiPaths, ['/v1/messages', '/v1/messages/count_tokens', '/v1/models', '/v1/models/*'])
+    assert.deepEqual(loadConfig({ SANDBOX_API_PATHS: '/v1/messages, /v1/files/*' }).sandboxApiPaths, ['/v1/messages', '/v1/files/*'])
+    for (const bad of ['v1/messages', '/v1/*s', '/v1/../files', '/v1/messages?x=1', '/v1/%2e%2e']) {
+      assert.match(refused({ SANDBOX_API_PATHS: `/v1/messages,${bad}` }), new RegExp(`SANDBOX_API_PATHS: ${bad.replace(/[.*?]/g, '\\$&')}: expected a path such as /v1/messages`), bad)
+    }
+  })
+
   it('validates SANDBOX, SANDBOX_EGRESS and SANDBOX_CREDENTIALS', () => {
     assert.match(refused({ SANDBOX: 'docker' }), /SANDBOX/)
     assert.match(refused({ SANDBOX_CREDENTIALS: 'vault' }), /SANDBOX_CREDENTIALS/)

@@ -14,6 +14,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import pino from 'pino'
 import { CREDENTIAL_PLACEHOLDER, type HeldCredentials, holdCredentials } from '../../src/sandbox/api-credentials.js'
+import { DEFAULT_API_PATHS } from '../../src/sandbox/api-paths.js'
 import { EgressProxy } from '../../src/sandbox/egress-proxy.js'
 import { Waiters } from '../support/waiters.js'
 
@@ -100,7 +101,7 @@ describe('EgressProxy with held credentials', () => {
       let body = ''
       req.setEncoding('utf8').on('data', (d: string) => { body += d }).on('end', () => {
         seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, port: req.socket.remotePort ?? 0 })
-        if (req.url?.includes('/stream') === true) {
+        if (req.url?.includes('stream=1') === true) {
           res.writeHead(200, { 'content-type': 'text/event-stream' })
           res.write('event: first\n\n')
           streams.push(res)
@@ -115,7 +116,7 @@ describe('EgressProxy with held credentials', () => {
     const held0 = holdCredentials({ ANTHROPIC_API_KEY: 'sk-real', ANTHROPIC_AUTH_TOKEN: 'tok-real', ANTHROPIC_BASE_URL: base }, IN_BOX).held
     assert.ok(held0 !== null)
     held = held0
-    proxy = new EgressProxy({ socketPath, allow: [], logger, sessionId: 's', api: { held, port: 3128 } })
+    proxy = new EgressProxy({ socketPath, allow: [], logger, sessionId: 's', api: { held, port: 3128, paths: DEFAULT_API_PATHS } })
   })
 
   after(async () => {
@@ -158,7 +159,7 @@ describe('EgressProxy with held credentials', () => {
     const from = streams.length
     const events: string[] = []
     const got = new Waiters()
-    const req = http.request({ socketPath, path: '/v1/messages/stream', method: 'POST' }, (res) => {
+    const req = http.request({ socketPath, path: '/v1/messages?stream=1', method: 'POST' }, (res) => {
       res.setEncoding('utf8').on('data', (d: string) => { events.push(d); got.wake() })
     })
     req.end('{}')
@@ -173,17 +174,45 @@ describe('EgressProxy with held credentials', () => {
 
   it('keeps one connection to the API across requests', async () => {
     const from = seen.length
-    await ask('/v1/one')
-    await ask('/v1/two')
+    await ask('/v1/models')
+    await ask('/v1/models/claude-sonnet-4-5')
     const ports = seen.slice(from).map((r) => r.port)
     assert.equal(ports.length, 2)
     assert.equal(ports[0], ports[1])
   })
 
+  it('passes only the API paths the CLI needs (SANDBOX_API_PATHS): Files, Batches and paths that resolve elsewhere get 403 and never reach the API', async () => {
+    const from = seen.length
+    const refused = [
+      ['GET', '/v1/files'],
+      ['GET', '/v1/files/file_011/content'],
+      ['POST', '/v1/messages/batches'],
+      ['GET', '/v1/messages/batches/msgbatch_01/results'],
+      ['POST', '/v1/messages/../files'],
+      ['POST', '/v1/messages/%2e%2e/files'],
+      ['GET', '/v1/models/%2F..%2Ffiles'],
+      ['GET', '/v1/models/a/b'],
+      ['POST', '/v1//messages'],
+      ['DELETE', `${IN_BOX}/v1/files/file_011`]
+    ]
+    for (const [method, path] of refused) {
+      const answer = await ask(path as string, { method, headers: { 'x-api-key': CREDENTIAL_PLACEHOLDER } })
+      assert.equal(answer.status, 403, `${method} ${path}`)
+      assert.deepEqual(JSON.parse(answer.body).error.type, 'permission_error')
+    }
+    assert.equal(seen.length, from, 'nothing refused reached the API')
+    for (const [method, path] of [['POST', '/v1/messages?beta=true'], ['POST', '/v1/messages/count_tokens?beta=true'], ['GET', '/v1/models?limit=5'], ['HEAD', '/api/hello'], ['POST', '/v1/messages/']]) {
+      assert.equal((await ask(path as string, { method })).status, 200, `${method} ${path}`)
+    }
+    assert.deepEqual(seen.slice(from).map((r) => `${r.method} ${r.url}`), [
+      'POST /anthropic/v1/messages?beta=true', 'POST /anthropic/v1/messages/count_tokens?beta=true', 'GET /anthropic/v1/models?limit=5', 'HEAD /anthropic/api/hello', 'POST /anthropic/v1/messages/'
+    ])
+  })
+
   it('answers 502 when the API cannot be reached', async () => {
     const down = holdCredentials({ ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: 'http://127.0.0.1:1' }, IN_BOX).held
     assert.ok(down !== null)
-    const p2 = new EgressProxy({ socketPath: join(dir, 'p2.sock'), allow: [], logger, sessionId: 's2', api: { held: down, port: 3128 } })
+    const p2 = new EgressProxy({ socketPath: join(dir, 'p2.sock'), allow: [], logger, sessionId: 's2', api: { held: down, port: 3128, paths: DEFAULT_API_PATHS } })
     try {
       const answer = await new Promise<number>((resolve, reject) => {
         http.request({ socketPath: join(dir, 'p2.sock'), path: '/v1/messages' }, (res) => { res.resume(); resolve(res.statusCode ?? 0) }).on('error', reject).end()
