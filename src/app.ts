@@ -197,6 +197,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     launcher: config.claudeLauncher,
     env: cliEnv,
     cliEnvAllow: config.cliEnvAllow,
+    tenantApiKeys: config.tenantApiKeys,
     limits: {
       permissionTimeoutMs: config.permissionTimeoutMs,
       controlRequestTimeoutMs: config.controlRequestTimeoutMs,

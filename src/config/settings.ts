@@ -12,7 +12,7 @@ import { z } from 'zod'
 import { parseDestinations } from '../sandbox/destinations.js'
 import { DEFAULT_API_PATHS, apiPathProblem } from '../sandbox/api-paths.js'
 import { type WebhookEventType, WEBHOOK_EVENT_TYPES } from '../webhooks/webhook-event-types.js'
-import { defaultClaudeBin, isJwtPublicKey, list, parseTrustProxy, tokensOrProblem } from './values.js'
+import { defaultClaudeBin, isJwtPublicKey, list, parseTrustProxy, tenantKeysOrProblem, tokensOrProblem } from './values.js'
 
 /** What README's table says of one variable. */
 export interface SettingDoc {
@@ -115,6 +115,13 @@ export const envSchema = z.object({
   ANTHROPIC_API_KEY: optional(z.string(), '(none)',
     'the CLI\'s Anthropic API key (from `_FILE`, it is in no process\'s environment); in the sandbox only the CLI\'s egress proxy holds it (`SANDBOX_CREDENTIALS`)', true),
   ANTHROPIC_AUTH_TOKEN: optional(z.string(), '(none)', 'a bearer token for the CLI instead of a key (an LLM gateway\'s), held like the key', true),
+  TENANT_API_KEYS: optional(z.string().transform((v, ctx) => {
+    const keys = tenantKeysOrProblem(v)
+    if (typeof keys !== 'string') return keys
+    ctx.addIssue({ code: 'custom', message: keys })
+    return z.NEVER
+  }), '(none: every tenant\'s CLI gets `ANTHROPIC_API_KEY`)',
+  '`tenant=key,tenant2=key2`: a tenant\'s own Anthropic API key for its CLIs, in place of `ANTHROPIC_API_KEY` / `ANTHROPIC_AUTH_TOKEN` (held like them): its usage, rate limits and Files stay in its own workspace', true),
   SANDBOX_CREDENTIALS: defaulted(z.enum(['proxy', 'env']), 'proxy',
     'where a sandboxed CLI\'s `ANTHROPIC_API_KEY` / `ANTHROPIC_AUTH_TOKEN` is: `proxy` (held by its egress proxy, which adds it to each API request; the CLI sees a placeholder) or `env` (in its environment, readable by its tools)'),
   SANDBOX_API_PATHS: defaulted(commaList().superRefine((items, ctx) => {
@@ -299,6 +306,8 @@ export const configSchema = envSchema.transform((e, ctx) => {
       ...(e.ANTHROPIC_API_KEY === undefined ? {} : { ANTHROPIC_API_KEY: e.ANTHROPIC_API_KEY }),
       ...(e.ANTHROPIC_AUTH_TOKEN === undefined ? {} : { ANTHROPIC_AUTH_TOKEN: e.ANTHROPIC_AUTH_TOKEN })
     },
+    /** Tenants' own API keys (TENANT_API_KEYS), each replacing the shared credential in its CLIs' environment source. */
+    tenantApiKeys: e.TENANT_API_KEYS ?? null,
     tenantConfigDirs: e.TENANT_CONFIG_DIRS,
     maxSessionsPerTenant: e.MAX_SESSIONS_PER_TENANT,
     maxClientsPerSession: e.MAX_CLIENTS_PER_SESSION,

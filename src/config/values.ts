@@ -45,6 +45,25 @@ export function tokensOrProblem (text: string): Map<string, string> | string {
 }
 
 /**
+ * TENANT_API_KEYS: `tenant=key[,tenant=key...]` (a key runs to the next
+ * comma, so it may hold `=`); the map, or the problem. Keys are never
+ * named in the problem.
+ */
+export function tenantKeysOrProblem (text: string): Map<string, string> | string {
+  const keys = new Map<string, string>()
+  for (const pair of list(text)) {
+    const at = pair.indexOf('=')
+    const tenant = pair.slice(0, at)
+    if (at < 1 || !isTenantName(tenant)) return 'expected tenant=key[,tenant=key...] with tenant of [A-Za-z0-9._-]'
+    if (at === pair.length - 1) return `the key for tenant ${tenant} is empty`
+    if (keys.has(tenant)) return `tenant ${tenant} is named twice`
+    keys.set(tenant, pair.slice(at + 1))
+  }
+  if (keys.size === 0) return 'no tenant=key pair'
+  return keys
+}
+
+/**
  * TRUST_PROXY in Fastify's terms: `true`/`false`, a hop count, or a list of
  * addresses/CIDRs (and proxy-addr's names); null when not valid, so a typo
  * stops the gateway instead of making Fastify throw later.

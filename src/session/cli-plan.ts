@@ -40,6 +40,8 @@ export interface CliPlanOptions {
   env?: NodeJS.ProcessEnv
   /** CLI_ENV_ALLOW: names and prefixes passed to the CLI beyond the built-in list. */
   cliEnvAllow?: readonly string[]
+  /** TENANT_API_KEYS: a listed tenant's CLIs get its key as ANTHROPIC_API_KEY, and no shared credential. */
+  tenantApiKeys?: ReadonlyMap<string, string> | null
 }
 
 export class CliPlan {
@@ -86,6 +88,12 @@ export class CliPlan {
     const overrides: Record<string, string> = configDir === null ? {} : { CLAUDE_CONFIG_DIR: configDir }
     if (options.entrypoint !== undefined) overrides.CLAUDE_CODE_ENTRYPOINT = options.entrypoint
     const env = buildCliEnv(this.#o.env ?? process.env, overrides, this.#o.cliEnvAllow)
+    const ownKey = this.#o.tenantApiKeys?.get(record.tenant)
+    if (ownKey !== undefined) {
+      // Its own key alone: a shared token beside it would be sent too, on the operator's account.
+      env.ANTHROPIC_API_KEY = ownKey
+      delete env.ANTHROPIC_AUTH_TOKEN
+    }
     if (sandbox !== undefined) {
       if (configDir === null) throw new GatewayError('cli_start_failed', 'the sandbox needs a tenant config dir')
       return { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id, tenant: record.tenant, sandbox: { ...sandbox, configDir } }

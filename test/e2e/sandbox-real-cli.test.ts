@@ -55,10 +55,22 @@ test('sandboxed real CLI: permission prompt allowed, tool runs confined, API rea
   }
 })
 
-test('sandboxed real CLI under CLI and tenant limits: it runs inside its tenant\'s cgroup; a tool past CLI_MEMORY_MAX_MB is killed, the CLI finishes the turn and the exit counts it', { timeout: E2E_TEST_TIMEOUT_MS, skip: unavailable ?? cgroupsUnavailable() ?? false }, async () => {
+test('sandboxed real CLI under CLI and tenant limits, with its tenant\'s own API key: it runs inside its tenant\'s cgroup; a tool past CLI_MEMORY_MAX_MB is killed, the CLI finishes the turn and the exit counts it; every API request carried the tenant\'s key', { timeout: E2E_TEST_TIMEOUT_MS, skip: unavailable ?? cgroupsUnavailable() ?? false }, async () => {
   const cgroup = `/cgw-e2e-${randomBytes(4).toString('hex')}`
+  const tenantKey = `sk-ant-tenant-${randomBytes(12).toString('hex')}`
   const e = await startE2e({
-    env: { SANDBOX: 'bwrap', CLI_CGROUP: cgroup, CLI_MEMORY_MAX_MB: '1024', CLI_PIDS_MAX: '512', CLI_CPUS: '1.5', TENANT_MEMORY_MAX_MB: '2048', TENANT_PIDS_MAX: '1024', TENANT_CPUS: '2' }
+    env: {
+      SANDBOX: 'bwrap',
+      CLI_CGROUP: cgroup,
+      CLI_MEMORY_MAX_MB: '1024',
+      CLI_PIDS_MAX: '512',
+      CLI_CPUS: '1.5',
+      TENANT_MEMORY_MAX_MB: '2048',
+      TENANT_PIDS_MAX: '1024',
+      TENANT_CPUS: '2',
+      TENANT_API_KEYS: `tenant-a=${tenantKey}`
+    },
+    cliEnv: (env) => ({ ...env, ANTHROPIC_API_KEY: KEY })
   })
   try {
     const session = await e.createSession()
@@ -82,6 +94,8 @@ test('sandboxed real CLI under CLI and tenant limits: it runs inside its tenant\
     assert.equal((await e.gw.request('DELETE', `/v1/sessions/${session.id}`)).status, 200)
     const { body } = await e.gw.request('GET', `/v1/sessions/${session.id}`)
     assert.ok(body.exit.oom_kills >= 1, `exit: ${JSON.stringify(body.exit)}`)
+    assert.ok(e.turns().length >= 2, `streamed requests seen by the stand-in: ${e.turns().length}`)
+    assert.deepEqual([...new Set(e.mock.requests.map((r) => r.credential.apiKey))], [tenantKey], 'the tenant\'s own key, never the shared one')
   } finally {
     await e.close()
     removeCgroupParent(findParents(['memory', 'pids', 'cpu'], cgroup))

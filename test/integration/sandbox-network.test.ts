@@ -33,6 +33,8 @@ const REDIS = `${REDIS_HOST}:${REDIS_PORT}`
 const PREFIX = `cgw-sandbox-${randomBytes(4).toString('hex')}:`
 const PROXY = '127.0.0.1:3128' // the forwarder inside every sandbox
 const KEY = `sk-ant-test-${randomBytes(12).toString('hex')}`
+/** Tenant B's own key (TENANT_API_KEYS_FILE). */
+const KEY_B = `sk-ant-test-b-${randomBytes(12).toString('hex')}`
 
 async function freePort (): Promise<number> {
   const s = createServer()
@@ -60,7 +62,8 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
     api = http.createServer((req, res) => {
       asked.push(req.url ?? '')
       // Says whether the real key came, never echoes a credential back into the sandbox.
-      if (req.headers['x-api-key'] !== undefined) res.end(`key ${req.headers['x-api-key'] === KEY ? 'real' : 'other'} at ${req.url} host ${req.headers.host}`)
+      const key = req.headers['x-api-key']
+      if (key !== undefined) res.end(`key ${key === KEY ? 'real' : key === KEY_B ? 'tenant-b' : 'other'} at ${req.url} host ${req.headers.host}`)
       else res.end(`api-ok ${req.method} ${req.url}`)
     })
     api.listen(0, '127.0.0.1')
@@ -70,6 +73,7 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
     dataDir = mkdtempSync(join(tmpdir(), 'cgw-sbx-net-'))
     keyFile = join(mkdtempSync(join(tmpdir(), 'cgw-sbx-key-')), 'anthropic_api_key')
     writeFileSync(keyFile, `${KEY}\n`, { mode: 0o600 })
+    writeFileSync(join(dirname(keyFile), 'tenant_api_keys'), `tenant-b=${KEY_B}\n`, { mode: 0o600 })
     server = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -84,6 +88,7 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
         REDIS_PREFIX: PREFIX,
         ANTHROPIC_BASE_URL: `http://127.0.0.1:${apiPort}`,
         ANTHROPIC_API_KEY_FILE: keyFile,
+        TENANT_API_KEYS_FILE: join(dirname(keyFile), 'tenant_api_keys'),
         LOG_LEVEL: 'info'
       }
     })
@@ -152,5 +157,23 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
     assert.equal(out, `cat: ${keyFile}: No such file or directory\nheld-by-claude-gateway http://${PROXY}\n0\nkey real at /v1/models?beta=true host 127.0.0.1:${apiPort}\n` +
       '{"type":"error","error":{"type":"permission_error","message":"claude-gateway: GET on this path is not allowed from a sandbox (SANDBOX_API_PATHS)"}} 403\n[exit 0]')
     assert.equal(asked.filter((url) => url.startsWith('/v1/files')).length, 0, 'the Files API was never asked')
+  })
+
+  it('gives a tenant listed in TENANT_API_KEYS its own key: its API requests carry it, never the shared one, and its sandbox holds neither', async () => {
+    const res = await fetch(`http://127.0.0.1:${gwPort}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN_B}`, 'content-type': 'application/json' }, body: '{}' })
+    assert.equal(res.status, 201)
+    const id = ((await res.json()) as { id: string }).id
+    const b = await TestClient.open(`ws://127.0.0.1:${gwPort}/v1/sessions/${id}/ws`, { authorization: `Bearer ${TOKEN_B}` })
+    try {
+      await b.waitFor((f) => f.subtype === 'hello')
+      const out = await run(b, 'echo "$ANTHROPIC_API_KEY"; ' +
+        `cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -e '${KEY_B}' -e '${KEY}'; ` +
+        'curl -sS -m 5 -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/v1/models"; echo')
+      assert.equal(out, `held-by-claude-gateway\n0\nkey tenant-b at /v1/models host 127.0.0.1:${apiPort}\n[exit 0]`)
+    } finally {
+      b.terminate()
+    }
+    // Tenant A, not listed, still gets the shared key.
+    assert.match(await run(holder, 'curl -sS -m 5 "$ANTHROPIC_BASE_URL/v1/models"; echo'), /^key real at \/v1\/models /)
   })
 })

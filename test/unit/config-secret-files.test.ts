@@ -63,7 +63,18 @@ describe('loadConfig: secrets from files', () => {
     assert.deepEqual(loadConfig({ ANTHROPIC_AUTH_TOKEN: 'tok', ANTHROPIC_API_KEY: '' }).anthropicCredentials, { ANTHROPIC_AUTH_TOKEN: 'tok' })
   })
 
-  const secrets = ['GATEWAY_TOKENS', 'JWT_SECRET', 'JWT_PUBLIC_KEY', 'REDIS_URL', 'STORE_SECRET', 'METRICS_TOKEN', 'WEBHOOK_URL', 'WEBHOOK_SECRET', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN']
+  it('reads tenants\' own keys from TENANT_API_KEYS_FILE (or the variable), a key holding = included, and names a bad entry without its key', () => {
+    assert.equal(loadConfig({}).tenantApiKeys, null)
+    assert.deepEqual([...(loadConfig({ TENANT_API_KEYS_FILE: secretFile('tenant-keys', 'acme=sk-ant-a==,beta.co=sk-ant-b\n') }).tenantApiKeys ?? [])],
+      [['acme', 'sk-ant-a=='], ['beta.co', 'sk-ant-b']])
+    assert.match(configError(() => loadConfig({ TENANT_API_KEYS: 'acme=sk-ant-secret-1,acme=sk-ant-secret-2' })), /TENANT_API_KEYS: tenant acme is named twice/)
+    assert.match(configError(() => loadConfig({ TENANT_API_KEYS: 'acme=' })), /TENANT_API_KEYS: the key for tenant acme is empty/)
+    const bad = configError(() => loadConfig({ TENANT_API_KEYS: '../x=sk-ant-secret-3' }))
+    assert.match(bad, /TENANT_API_KEYS: expected tenant=key/)
+    assert.doesNotMatch(bad, /sk-ant-secret/)
+  })
+
+  const secrets = ['GATEWAY_TOKENS', 'JWT_SECRET', 'JWT_PUBLIC_KEY', 'REDIS_URL', 'STORE_SECRET', 'METRICS_TOKEN', 'WEBHOOK_URL', 'WEBHOOK_SECRET', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'TENANT_API_KEYS']
   it('takes exactly these secrets from files', () => {
     assert.deepEqual([...SECRET_FILE_VARIABLES].sort(), [...secrets].sort())
   })
