@@ -32,6 +32,12 @@ export interface CliOutputHost {
   persist: () => void
   /** The CLI printed a turn's result: the turn is over (and its conversation worth saving). */
   turnEnded: () => void
+  /**
+   * A step of a turn is in the CLI's conversation file (a tool's result, a
+   * tool call waiting for permission): worth saving, so that a node dying
+   * mid-turn leaves the steps made so far to the node that resumes it.
+   */
+  stepped: () => void
   /** Something is waiting on the CLI or a client: the session is not idle. */
   busy: () => void
   /** The session may have become idle. */
@@ -51,9 +57,11 @@ export class CliOutput {
     const h = this.#h
     h.metrics.cliLine()
     // Most of a turn: relayed as printed, checked without being parsed (bulk-line.ts).
-    if (bulkType(line) !== null) {
+    const bulk = bulkType(line)
+    if (bulk !== null) {
       if (h.record.status === 'starting') h.setStatus('running')
       h.events.push((s) => spliceSeq(line, s), undefined, spliceSource(line))
+      if (bulk === 'user') h.stepped()
       return
     }
     let parsed: unknown
@@ -78,6 +86,7 @@ export class CliOutput {
         h.control.cliRequest(requestId, request, seq, frame)
         h.busy()
         if (request.subtype === 'can_use_tool') {
+          h.stepped()
           h.notify.permissionRequested(h.ref, {
             requestId,
             toolName: String(request.tool_name),

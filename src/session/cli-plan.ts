@@ -5,7 +5,7 @@
  * and, with several nodes, how its conversation file goes to and from the
  * store. Paths and specs only: the CLI process module spawns.
  */
-import { mkdirSync, realpathSync } from 'node:fs'
+import { mkdirSync, realpathSync, watch } from 'node:fs'
 import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
@@ -16,7 +16,7 @@ import type { PolicyScope } from '../control/control-policy.js'
 import { GatewayError } from '../errors.js'
 import type { SessionOptions } from '../protocol/session-options.js'
 import type { EventStore, SessionRecord } from '../store/store.js'
-import { readConversation, writeConversation } from './conversation-file.js'
+import { type ConversationMark, advance, conversationPath, markOf, readConversation, readSince, writeConversation } from './conversation-file.js'
 import type { SessionDeps } from './session.js'
 import { sandboxWorkdir, sessionWorkspace } from './workspace.js'
 
@@ -58,14 +58,39 @@ export class CliPlan {
       ? join(this.#o.configRoot, record.tenant)
       : env.CLAUDE_CONFIG_DIR ?? join(env.HOME ?? homedir(), '.claude')
     const store = this.#o.store
+    // Where the stored copy ends, while it is known to be the file's start: a save then sends what is new.
+    let mark: ConversationMark | null = null
     return {
       save: async (lease) => {
+        if (mark !== null) {
+          const grown = readSince(configDir, record.id, mark)
+          if (grown !== null && grown.length === 0) return
+          if (grown !== null && await store.appendConversation(record.id, mark.length, grown, lease)) {
+            mark = advance(mark, grown)
+            return
+          }
+        }
         const data = readConversation(configDir, record.id)
-        if (data !== null) await store.saveConversation(record.id, data, lease)
+        if (data === null) return
+        await store.saveConversation(record.id, data, lease)
+        mark = markOf(data)
+      },
+      watch: (changed) => {
+        const file = mark === null ? null : conversationPath(configDir, mark.project, record.id)
+        if (file === null) return null
+        try {
+          const watcher = watch(file, { persistent: false }, changed)
+          watcher.on('error', () => { watcher.close() }) // the file went (a new copy is found by the next save)
+          return () => { watcher.close() }
+        } catch {
+          return null
+        }
       },
       restore: async () => {
         const stored = await store.loadConversation(record.id)
+        mark = null
         if (stored !== null && writeConversation(configDir, record.id, stored)) {
+          mark = markOf(stored)
           this.#o.logger.info({ session: record.id, bytes: stored.length }, 'conversation brought from the store for --resume')
         }
       }

@@ -2,6 +2,11 @@
  * Saves a session's CLI conversation file to the store (nodes with local
  * config dirs), coalesced: turns end faster than saves, so one save runs and
  * one more follows if any was asked meanwhile. Only under this node's lease.
+ *
+ * While the CLI runs, the file is watched and saved again whenever the CLI
+ * writes to it (each save sends only what is new): a node that dies
+ * mid-turn leaves the turn's steps so far (the tool calls and results the CLI
+ * had written) to the node that resumes it, not just the turns before.
  */
 import type { Logger } from 'pino'
 import { FencedError, type Lease } from '../store/store.js'
@@ -14,6 +19,8 @@ export interface ConversationSavesOptions {
   lease: () => Lease | null
   /** A save was refused as fenced: another node owns the session now. */
   onFenced: () => void
+  /** True while the session's CLI runs (its file is watched only then). */
+  cliRunning: () => boolean
   log: Logger
 }
 
@@ -22,6 +29,8 @@ export class ConversationSaves {
   /** A conversation save running, and whether another is wanted after it. */
   #running: Promise<void> | null = null
   #again = false
+  /** Stops watching the CLI's file; null when not watching. */
+  #unwatch: (() => void) | null = null
 
   constructor (options: ConversationSavesOptions) {
     this.#o = options
@@ -46,8 +55,16 @@ export class ConversationSaves {
           if (err instanceof FencedError) { this.#o.onFenced(); return }
           this.#o.log.warn({ err: (err as Error).message }, 'could not save the conversation to the store')
         }
+        // The file exists once a save has looked (it may not before the first prompt).
+        if (this.#unwatch === null && this.#o.cliRunning()) this.#unwatch = carry.watch(() => { void this.save() })
       } while (this.#again)
     })().finally(() => { this.#running = null })
     await this.#running
+  }
+
+  /** The CLI has exited: its file is no longer watched (the save at its end follows as before). */
+  unwatch (): void {
+    this.#unwatch?.()
+    this.#unwatch = null
   }
 }

@@ -81,12 +81,17 @@ export interface SessionDeps<S> {
   ownership: SessionOwnership
   /**
    * The CLI's conversation file carried through the store (nodes with local
-   * config dirs): saved after turns and at the CLI's end, written back before
-   * a resume here. Absent: nothing is carried (one node, or a shared volume).
+   * config dirs): saved as the CLI writes it, after turns and at the CLI's
+   * end, written back before a resume here. Absent: nothing is carried (one node, or a shared volume).
    */
   conversation?: {
     save: (lease: Lease) => Promise<void>
     restore: () => Promise<void>
+    /**
+     * Calls `changed` whenever the CLI writes to the file (once a save has
+     * found it); returns how to stop, or null when there is no file yet.
+     */
+    watch: (changed: () => void) => (() => void) | null
   }
   /** Other nodes, for clients here of a session owned elsewhere (absent: one node, nothing to route). */
   route?: SessionRoute

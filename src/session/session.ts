@@ -144,6 +144,7 @@ export class Session {
 
     setStatus (status: SessionStatus): void { this.#s.#status.set(status) }
     turnEnded (): void { this.#s.#turns.end(); void this.#s.#saves.save() }
+    stepped (): void { void this.#s.#saves.save() }
     busy (): void { this.#s.#idle.disarm() }
     armIdle (): void { this.#s.#armIdle() }
     ended (): boolean { return isFinal(this.#s.#record.status) }
@@ -505,6 +506,7 @@ export class Session {
   #onExit (exit: CliExit): void {
     this.#metrics.cliExited(exit.code, exit.signal, exit.oomKills)
     this.#cli = null
+    this.#saves.unwatch()
     this.#idle.disarm()
     const stopped = this.#stopping
     this.#stopping = false

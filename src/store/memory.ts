@@ -139,6 +139,14 @@ export class MemoryStore implements EventStore {
     ;(this.#entry(sessionId, true) as Entry).conversation = Buffer.from(data)
   }
 
+  async appendConversation (sessionId: string, at: number, data: Buffer, lease?: Lease): Promise<boolean> {
+    this.#fence(sessionId, lease)
+    const entry = this.#entry(sessionId, false)
+    if (entry?.conversation === undefined || entry.conversation.length !== at) return false
+    entry.conversation = Buffer.concat([entry.conversation, data])
+    return true
+  }
+
   async loadConversation (sessionId: string): Promise<Buffer | null> {
     const data = this.#entry(sessionId, false)?.conversation
     return data === undefined ? null : Buffer.from(data)

@@ -160,6 +160,20 @@ export const PUT_CONVERSATION_COMMAND = 'cgwPutConversation'
 export type PutConversation = (conversation: string, lease: string, meta: string, fence: string, data: Buffer) => Promise<unknown>
 
 /**
+ * APPEND of ARGV[3] to KEYS[1] (a session's conversation file) if it is
+ * ARGV[2] bytes long, else nothing (0); fenced by ARGV[1] against the lease
+ * KEYS[2]. APPEND keeps the TTL the key has.
+ */
+export const APPEND_CONVERSATION_SCRIPT = `if ARGV[1] ~= '' and redis.call('HGET', KEYS[2], 'epoch') ~= ARGV[1] then
+  return redis.error_reply('FENCED lease epoch ' .. ARGV[1] .. ' is not current')
+end
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[2]) then return 0 end
+redis.call('APPEND', KEYS[1], ARGV[3])
+return 1`
+export const APPEND_CONVERSATION_COMMAND = 'cgwAppendConversation'
+export type AppendConversation = (conversation: string, lease: string, fence: string, at: number, data: Buffer) => Promise<number>
+
+/**
  * Takes the lease hash KEYS[1] for node ARGV[1] for ARGV[2] ms under the next
  * epoch of the counter KEYS[2], unless another node holds it (then nil). A
  * lease held by ARGV[1] itself or by ARGV[3] (a node known dead) is taken over.

@@ -73,7 +73,7 @@ import { RedisLeases } from './redis-leases.js'
 import {
   LEASE_ACQUIRE_COMMAND, LEASE_ACQUIRE_SCRIPT, LEASE_RELEASE_COMMAND,
   LEASE_RELEASE_SCRIPT, LEASE_RENEW_COMMAND, LEASE_RENEW_SCRIPT, PUT_RECORD_COMMAND, PUT_RECORD_SCRIPT, type PutRecord,
-  PUT_CONVERSATION_COMMAND, PUT_CONVERSATION_SCRIPT, type PutConversation, READ_COMMAND, READ_COMMAND_RAW, READ_SCRIPT, type ReadWithinBytes,
+  PUT_CONVERSATION_COMMAND, PUT_CONVERSATION_SCRIPT, type PutConversation, APPEND_CONVERSATION_COMMAND, APPEND_CONVERSATION_SCRIPT, type AppendConversation, READ_COMMAND, READ_COMMAND_RAW, READ_SCRIPT, type ReadWithinBytes,
   fenced
 } from './redis-scripts.js'
 import { withTimeout } from '../util/with-timeout.js'
@@ -159,6 +159,7 @@ export class RedisStore implements EventStore {
     this.#client.defineCommand(READ_COMMAND, { numberOfKeys: 2, lua: READ_SCRIPT })
     this.#client.defineCommand(PUT_RECORD_COMMAND, { numberOfKeys: 6, lua: PUT_RECORD_SCRIPT })
     this.#client.defineCommand(PUT_CONVERSATION_COMMAND, { numberOfKeys: 3, lua: PUT_CONVERSATION_SCRIPT })
+    this.#client.defineCommand(APPEND_CONVERSATION_COMMAND, { numberOfKeys: 2, lua: APPEND_CONVERSATION_SCRIPT })
     this.#client.defineCommand(LEASE_ACQUIRE_COMMAND, { numberOfKeys: 2, lua: LEASE_ACQUIRE_SCRIPT })
     this.#client.defineCommand(LEASE_RENEW_COMMAND, { numberOfKeys: 2, lua: LEASE_RENEW_SCRIPT })
     this.#client.defineCommand(LEASE_RELEASE_COMMAND, { numberOfKeys: 1, lua: LEASE_RELEASE_SCRIPT })
@@ -371,6 +372,15 @@ export class RedisStore implements EventStore {
     const client = this.#client as unknown as Record<typeof PUT_CONVERSATION_COMMAND, PutConversation>
     try {
       await client[PUT_CONVERSATION_COMMAND](this.#conversation(sessionId), this.#lease(sessionId), this.#meta(sessionId), lease === undefined ? '' : String(lease.epoch), data)
+    } catch (err) {
+      throw fenced(sessionId, err)
+    }
+  }
+
+  async appendConversation (sessionId: string, at: number, data: Buffer, lease?: Lease): Promise<boolean> {
+    const client = this.#client as unknown as Record<typeof APPEND_CONVERSATION_COMMAND, AppendConversation>
+    try {
+      return await client[APPEND_CONVERSATION_COMMAND](this.#conversation(sessionId), this.#lease(sessionId), lease === undefined ? '' : String(lease.epoch), at, data) === 1
     } catch (err) {
       throw fenced(sessionId, err)
     }

@@ -228,6 +228,12 @@ export interface EventStore {
    * so another node can resume it; fenced as `append` is, and expires with the record.
    */
   saveConversation(sessionId: string, data: Buffer, lease?: Lease): Promise<void>
+  /**
+   * Adds `data` to the end of the stored conversation if it is exactly `at`
+   * bytes long (the CLI only appends to its file, so a save mid-turn sends
+   * what is new); false, changing nothing, when it is not. Fenced as `append` is.
+   */
+  appendConversation(sessionId: string, at: number, data: Buffer, lease?: Lease): Promise<boolean>
   /** The conversation last saved, or null. */
   loadConversation(sessionId: string): Promise<Buffer | null>
   /** Creates or replaces a session record; with `lease`, fenced as `append` is. */

@@ -8,8 +8,9 @@ import { allUserTexts, startMockAnthropic, type MockAnthropic } from '../support
 import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
 import { commandLine } from '../support/gateway.js'
 import {
-  E2E_TEST_TIMEOUT_MS, WAIT_MS, type E2e, assertContiguous, closeAll, waitLive, isCli, isGateway, makeScratch, startE2e, streamedPrompt
+  E2E_TEST_TIMEOUT_MS, WAIT_MS, type E2e, assertContiguous, closeAll, waitLive, isCanUseTool, isCli, isGateway, makeScratch, startE2e, streamedPrompt
 } from '../support/e2e.js'
+import { eventually } from '../support/waiters.js'
 
 after(closeAll)
 
@@ -159,6 +160,65 @@ test('another node resumes the conversation: config dirs on each node\'s own dis
     assert.ok(allUserTexts(request.body).some((text) => text.includes('Before the move')), 'the turn run on node A is in node B\'s request')
     assert.ok(assistantTexts(request.body).includes('Echo: Before the move'), 'and so is its answer')
     assertContiguous(onB.seqFrames)
+  } finally {
+    await nodeB?.close()
+    await nodeA?.close()
+    await mock?.close()
+    scratchA.remove()
+    scratchB.remove()
+    await deleteKeys(REDIS_URL, prefix).catch(() => 0)
+  }
+})
+
+test('a node that dies mid-turn leaves the turn\'s steps so far: the tool call waiting for permission is in the store, and the node that resumes sends it to the API', { timeout: E2E_TEST_TIMEOUT_MS }, async (t) => {
+  try {
+    await redisCommand(REDIS_URL, ['PING'], { timeoutMs: 1000 })
+  } catch (err) {
+    t.skip(`no Redis answers at ${REDIS_URL} (${(err as Error).message}): run it through npm test, which starts a private redis-server, or set TEST_REDIS_URL to a running Redis`)
+    return
+  }
+  const prefix = `cgw-e2e-${randomUUID()}:`
+  const scratchA = makeScratch()
+  const scratchB = makeScratch()
+  const shared = { REDIS_URL, REDIS_PREFIX: prefix, STORE_SECRET: randomUUID(), WORKSPACE_ROOT: `${scratchA.root}/shared-workspaces` }
+  let mock: MockAnthropic | undefined
+  let nodeA: E2e | undefined
+  let nodeB: E2e | undefined
+  try {
+    mock = await startMockAnthropic()
+    nodeA = await startE2e({ scratch: scratchA, mock, env: { ...shared, NODE_ID: 'node-a' } })
+    nodeB = await startE2e({ scratch: scratchB, mock, env: { ...shared, NODE_ID: 'node-b' } })
+    const session = await nodeA.createSession()
+    const onA = await nodeA.connect(session.id)
+    onA.sendUser('Before the step')
+    assert.equal((await waitLive(onA, isCli('result'))).result, 'Echo: Before the step')
+    // The next turn's model calls a tool; the CLI waits for permission: mid-turn.
+    onA.sendUser('RUN_BASH touch interrupted-step.txt')
+    const prompt = await waitLive(onA, isCanUseTool)
+    const toolUseId = String(prompt.request.tool_use_id)
+    assert.match(toolUseId, /^toolu_/)
+    const key = `${prefix}{${session.id}}:conversation`
+    const midTurn = await eventually(async () => {
+      const stored = await redisCommand(REDIS_URL, ['GET', key])
+      return typeof stored === 'string' && stored.includes(toolUseId) && stored
+    }, WAIT_MS, 'the tool call in the stored conversation while its permission prompt waits')
+    assert.ok(midTurn.includes('Before the step'), 'with the turn before it')
+
+    // Node A dies here: what it had stored mid-turn is what a surviving node finds.
+    await nodeA.close()
+    assert.equal(await redisCommand(REDIS_URL, ['SET', key, midTurn]), 'OK')
+
+    const onB = await nodeB.connect(session.id)
+    await waitLive(onB, (f) => f.type === 'gateway' && f.subtype === 'status' && f.status === 'stopped')
+    const mark = onB.frames.length
+    onB.sendUser('After the step')
+    const resumed = await waitLive(onB, isCli('result'), mark)
+    assert.equal(resumed.subtype, 'success', JSON.stringify(resumed))
+    const request = await mock.waitForRequest(streamedPrompt('After the step'), WAIT_MS)
+    const blocks = ((request.body as { messages: Array<{ content: unknown }> }).messages).flatMap((m) => Array.isArray(m.content) ? m.content as Array<Record<string, unknown>> : [])
+    assert.ok(blocks.some((b) => b.type === 'tool_use' && b.id === toolUseId), 'node B\'s CLI remembers the tool call made on node A')
+    // The API refuses a tool_use without its tool_result: the resumed CLI closes it itself.
+    assert.ok(blocks.some((b) => b.type === 'tool_result' && b.tool_use_id === toolUseId), JSON.stringify(blocks))
   } finally {
     await nodeB?.close()
     await nodeA?.close()

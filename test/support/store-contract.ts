@@ -480,6 +480,27 @@ export function storeContract (
         await eventually(async () => await store.loadConversation('s') === null, 10_000, 'the conversation to expire with its session')
       })
 
+      it('appends to a conversation copy only at its stored length, fenced', async () => {
+        const store = await make()
+        const lease = await store.leases.acquire('s', 'node-a', 10_000)
+        assert.ok(lease !== null)
+        await store.putSession(session({ id: 's' }), lease)
+        assert.equal(await store.appendConversation('s', 0, Buffer.from('p\n'), lease), false, 'nothing stored yet: nothing to append to')
+        assert.equal(await store.loadConversation('s'), null)
+        await store.saveConversation('s', Buffer.from('p\n{"a":1}\n'), lease)
+        assert.equal(await store.appendConversation('s', 10, Buffer.from('{"b":"é"}\n'), lease), true)
+        assert.deepEqual(await store.loadConversation('s'), Buffer.from('p\n{"a":1}\n{"b":"é"}\n'))
+        for (const at of [10, 22, 0]) {
+          assert.equal(await store.appendConversation('s', at, Buffer.from('{"c":3}\n'), lease), false, `not at ${at}`)
+        }
+        assert.deepEqual(await store.loadConversation('s'), Buffer.from('p\n{"a":1}\n{"b":"é"}\n'), 'unchanged')
+        const taken = await store.leases.acquire('s', 'node-b', 10_000, { takeFrom: 'node-a' })
+        assert.ok(taken !== null)
+        await assert.rejects(store.appendConversation('s', 21, Buffer.from('{"d":4}\n'), lease), (err: Error) => err.name === 'FencedError')
+        assert.equal(await store.appendConversation('s', 21, Buffer.from('{"d":4}\n'), taken), true)
+        assert.equal((await store.loadConversation('s'))?.toString(), 'p\n{"a":1}\n{"b":"é"}\n{"d":4}\n')
+      })
+
       it('claims a key once until its TTL; keeps node loads until theirs', async () => {
         const store = await make()
         assert.equal(await store.claimOnce('ticket:a', 150), true)
