@@ -88,6 +88,8 @@ function wholeLines (bytes: Buffer): Buffer {
 /** The conversation file of `sessionId` under `configDir` (its whole lines), as the stored form; null when the CLI wrote none. */
 export function readConversation (configDir: string, sessionId: string): Buffer | null {
   const projects = join(configDir, 'projects')
+  // Asked at every step of a turn until the file is found: no exception thrown (and its stack built) when there is none.
+  if (!existsSync(projects)) return null
   let dirs: string[]
   try {
     dirs = readdirSync(projects)
