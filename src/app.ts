@@ -135,7 +135,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   const cliEnv = Object.keys(config.anthropicCredentials).length === 0 ? parts.env : { ...(parts.env ?? process.env), ...config.anthropicCredentials }
   // Limits wrap the sandbox from outside: bwrap, its init and socat count against them too.
   const limits = gatewayLimits(config, { inner: launch, logger, probe: runOnce })
-  const sandbox = gatewaySandbox(config, { inner: limits.launch, logger, cliEnv: cliEnv ?? process.env, probe: parts.probeSandbox ?? runOnce })
+  const sandbox = gatewaySandbox(config, { inner: limits.launch, logger, cliEnv: cliEnv ?? process.env, probe: parts.probeSandbox ?? runOnce, metrics })
 
   // Client frames for sessions whose CLI runs on another node go there through the store's node bus.
   const router = new ClusterRouter({

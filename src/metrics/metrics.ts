@@ -12,7 +12,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import type { SessionStatus } from '../store/store.js'
-import type { AuthFailureReason, FrameVerdict, MetricsSink, PermissionOutcome, RateLimitKind } from './sink.js'
+import type { AuthFailureReason, FrameVerdict, MetricsSink, PermissionOutcome, RateLimitKind, SandboxRefusal } from './sink.js'
 
 /** What a scrape reads of one loaded session (a Session satisfies it). */
 export interface MetricsSession {
@@ -36,6 +36,7 @@ const WEBHOOK_OUTCOMES = ['delivered', 'rejected', 'exhausted', 'dropped', 'aban
 /** What the metrics read of the webhook queue: its running totals and what it holds now. */
 export type WebhookCounts = Record<typeof WEBHOOK_OUTCOMES[number] | 'waiting' | 'inFlight', number>
 const LIMIT_KINDS: readonly RateLimitKind[] = ['rest', 'ws_upgrade', 'ws_frames', 'auth_lockout']
+const REFUSAL_KINDS: readonly SandboxRefusal[] = ['egress', 'api_path']
 
 /** Store appends: a local Redis answers in well under a millisecond, an outage takes its command timeout. */
 const APPEND_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
@@ -87,6 +88,7 @@ export class Metrics implements MetricsSink {
   readonly #spawns: Histogram
   readonly #authFailures: Counter<'reason'>
   readonly #rateLimited: Counter<'kind'>
+  readonly #sandboxRefused: Counter<'kind'>
 
   constructor (options: { now?: () => number } = {}) {
     this.#now = options.now ?? (() => performance.now())
@@ -193,7 +195,7 @@ export class Metrics implements MetricsSink {
     })
     this.#permissions = new Counter({ name: 'cgw_permission_prompts_total', help: 'Permission prompts ended, by outcome', labelNames: ['outcome'], registers })
     this.#exits = new Counter({ name: 'cgw_cli_exits_total', help: 'CLI processes that ended, by exit code and signal ("none" when absent)', labelNames: ['code', 'signal'], registers })
-    this.#oomKills = new Counter({ name: 'cgw_cli_oom_kills_total', help: 'Processes of CLIs (the CLI or its tools) the kernel killed at CLI_MEMORY_MAX_MB, counted when the CLI ends', registers })
+    this.#oomKills = new Counter({ name: 'cgw_cli_oom_kills_total', help: 'Processes of CLIs (the CLI or its tools) the kernel killed at CLI_MEMORY_MAX_MB or TENANT_MEMORY_MAX_MB, counted when the CLI ends', registers })
     this.#spawns = new Histogram({
       name: 'cgw_cli_spawn_seconds',
       help: 'Time the event loop spent starting one CLI process (a fork of the gateway: grows with its memory)',
@@ -202,6 +204,12 @@ export class Metrics implements MetricsSink {
     })
     this.#authFailures = new Counter({ name: 'cgw_auth_failures_total', help: 'Requests refused 401, by reason', labelNames: ['reason'], registers })
     this.#rateLimited = new Counter({ name: 'cgw_rate_limited_total', help: 'Requests, upgrades and frames refused by a rate limit, by kind', labelNames: ['kind'], registers })
+    this.#sandboxRefused = new Counter({
+      name: 'cgw_sandbox_refusals_total',
+      help: 'Requests of sandboxed CLIs and their tools their egress proxy refused: a destination not in SANDBOX_EGRESS (egress), an API path not in SANDBOX_API_PATHS (api_path)',
+      labelNames: ['kind'],
+      registers
+    })
 
     const webhookQueue = new Gauge({
       name: 'cgw_webhook_queue',
@@ -232,6 +240,7 @@ export class Metrics implements MetricsSink {
     // Every series of a fixed label set is there from the first scrape (rate() needs the zero).
     for (const outcome of OUTCOMES) this.#permissions.inc({ outcome }, 0)
     for (const kind of LIMIT_KINDS) this.#rateLimited.inc({ kind }, 0)
+    for (const kind of REFUSAL_KINDS) this.#sandboxRefused.inc({ kind }, 0)
     this.#append.zero({ result: 'ok' })
   }
 
@@ -286,6 +295,7 @@ export class Metrics implements MetricsSink {
   authFailed (reason: AuthFailureReason): void { this.#authFailures.inc({ reason }) }
 
   rateLimited (kind: RateLimitKind): void { this.#rateLimited.inc({ kind }) }
+  sandboxRefused (kind: SandboxRefusal): void { this.#sandboxRefused.inc({ kind }) }
 
   /** Counts the degraded time since the last look, and notes whether the gateway is degraded now. */
   #tickDegraded (): void {

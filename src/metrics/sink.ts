@@ -22,6 +22,12 @@ export type RateLimitKind = 'rest' | 'ws_upgrade' | 'ws_frames' | 'auth_lockout'
 /** No credentials at all, or credentials that did not authenticate (a token, a ticket, METRICS_TOKEN). */
 export type AuthFailureReason = 'missing' | 'invalid'
 
+/**
+ * What a sandbox's egress proxy refused: a destination not in SANDBOX_EGRESS,
+ * or an API path not in SANDBOX_API_PATHS (with the credential it holds).
+ */
+export type SandboxRefusal = 'egress' | 'api_path'
+
 /** The frame limiter's verdict on a client frame (src/ws/frame-rate-limiter.ts). */
 export type FrameVerdict = 'ok' | 'dropped' | 'flood'
 
@@ -36,7 +42,7 @@ export interface MetricsSink {
   appendTimed: (seconds: number, ok: boolean) => void
   /** A permission prompt ended `seconds` after the CLI asked. */
   permissionAnswered: (outcome: PermissionOutcome, seconds: number) => void
-  /** A CLI process ended (exit code, or the signal that ended it; with CLI_MEMORY_MAX_MB, how many of its processes the kernel killed at the limit). */
+  /** A CLI process ended (exit code, or the signal that ended it; with CLI_ or TENANT_MEMORY_MAX_MB, how many of its processes the kernel killed at a limit). */
   cliExited: (code: number | null, signal: string | null, oomKills?: number) => void
   /** Starting a CLI process held the event loop `seconds` (spawn() forks the gateway). */
   cliSpawned: (seconds: number) => void
@@ -44,6 +50,8 @@ export interface MetricsSink {
   storeDegradedChanged: () => void
   authFailed: (reason: AuthFailureReason) => void
   rateLimited: (kind: RateLimitKind) => void
+  /** A sandboxed CLI (or its tools) asked its egress proxy for something it refused. */
+  sandboxRefused: (kind: SandboxRefusal) => void
 }
 
 const nothing = (): void => {}
@@ -59,7 +67,8 @@ export const noopMetrics: MetricsSink = {
   cliSpawned: nothing,
   storeDegradedChanged: nothing,
   authFailed: nothing,
-  rateLimited: nothing
+  rateLimited: nothing,
+  sandboxRefused: nothing
 }
 
 /** The UTF-8 size of a frame as handed to a connection. */

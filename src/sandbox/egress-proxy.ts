@@ -18,6 +18,7 @@ import http from 'node:http'
 import https from 'node:https'
 import net from 'node:net'
 import type { Logger } from 'pino'
+import type { SandboxRefusal } from '../metrics/sink.js'
 import type { HeldCredentials } from './api-credentials.js'
 import { allowedApiPath } from './api-paths.js'
 import { type Destination, destinationText, parseDestination } from './destinations.js'
@@ -33,6 +34,8 @@ export interface EgressProxyOptions {
    * has inside the sandbox, and the API paths it may be used on.
    */
   api?: { held: HeldCredentials, port: number, paths: readonly string[] } | undefined
+  /** Told of each refusal (the gateway's metrics). */
+  onRefused?: ((kind: SandboxRefusal) => void) | undefined
 }
 
 const REFUSED = 'egress not allowed by the gateway sandbox\n'
@@ -49,6 +52,7 @@ export class EgressProxy {
   readonly #log: Logger
   readonly #sockets = new Set<net.Socket>()
   readonly #api: EgressProxyOptions['api']
+  readonly #onRefused: (kind: SandboxRefusal) => void
   /** Keeps the connection to the API open between the CLI's requests (no TLS handshake per model call). */
   readonly #apiAgent: http.Agent | null
   #closed: Promise<void> | null = null
@@ -58,6 +62,7 @@ export class EgressProxy {
     this.#allow = new Set(options.allow.map(destinationText))
     this.#log = options.logger.child({ session: options.sessionId })
     this.#api = options.api
+    this.#onRefused = options.onRefused ?? (() => {})
     const held = options.api?.held
     this.#apiAgent = held === undefined
       ? null
@@ -90,6 +95,7 @@ export class EgressProxy {
   #allowed (d: Destination | null, what: string): d is Destination {
     if (d !== null && this.#allow.has(destinationText(d))) return true
     this.#log.warn({ destination: d === null ? what : destinationText(d) }, 'sandbox egress refused (not in SANDBOX_EGRESS)')
+    this.#onRefused('egress')
     return false
   }
 
@@ -126,6 +132,7 @@ export class EgressProxy {
       const path = allowedApiPath(method, url === null ? target : url.pathname + url.search, this.#api.paths)
       if (path === null) {
         this.#log.warn({ method, path: target }, 'sandbox API request refused: not a path the CLI may call with the held credential (SANDBOX_API_PATHS)')
+        this.#onRefused('api_path')
         const body = JSON.stringify({
           type: 'error',
           error: { type: 'permission_error', message: `claude-gateway: ${method} on this path is not allowed from a sandbox (SANDBOX_API_PATHS)` }
@@ -139,7 +146,7 @@ export class EgressProxy {
     }
     const port = url === null ? 0 : url.port === '' ? 80 : Number(url.port)
     const d = url?.protocol === 'http:' ? parseDestination(`${url.hostname}:${port}`) : null
-    if (url === null || !this.#allowed(d, target)) {
+    if (!this.#allowed(d, target) || url === null) {
       res.writeHead(403, { 'content-type': 'text/plain', 'content-length': REFUSED.length, connection: 'close' }).end(REFUSED)
       return
     }

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import type { CliLauncher } from '../cli/cli-handle.js'
+import type { MetricsSink } from '../metrics/sink.js'
 import { ConfigError, type Config } from '../config.js'
 import { systemMounts } from './bwrap-spec.js'
 import { defaultDestinations, destinationText } from './destinations.js'
@@ -23,6 +24,8 @@ export interface GatewaySandboxOptions {
   cliEnv: NodeJS.ProcessEnv
   /** Runs the start-up probe; false skips it (tests that inject their own parts). */
   probe: ProbeRunner | false
+  /** Counts what the CLIs' egress proxies refuse. */
+  metrics?: MetricsSink
 }
 
 export interface GatewaySandbox {
@@ -71,7 +74,8 @@ export function gatewaySandbox (config: Config, options: GatewaySandboxOptions):
       socketDir,
       credentials: config.sandboxCredentials,
       apiPaths: config.sandboxApiPaths,
-      logger
+      logger,
+      metrics: options.metrics
     })
     // Only the CLI's real folder is mounted: run it by its real path, or a symlink on the way
     // (a linked node_modules, /usr/local/bin/claude → …) would not exist inside.

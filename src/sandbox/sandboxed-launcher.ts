@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { CliLauncher } from '../cli/cli-handle.js'
+import type { MetricsSink } from '../metrics/sink.js'
 import { holdCredentials } from './api-credentials.js'
 import { buildBwrapSpec } from './bwrap-spec.js'
 import type { Destination } from './destinations.js'
@@ -30,6 +31,8 @@ export interface SandboxedLauncherOptions {
   /** API paths a CLI may call with the held credential (SANDBOX_API_PATHS). */
   apiPaths: readonly string[]
   logger: Logger
+  /** Counts what the proxies refuse. */
+  metrics?: MetricsSink | undefined
 }
 
 /** Port the in-sandbox forwarder listens on; another is picked when an allowed destination is on that loopback port. */
@@ -49,7 +52,8 @@ export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLaunche
       allow: options.egress,
       logger: options.logger,
       sessionId: spec.sessionId,
-      api: held === null ? undefined : { held, port, paths: options.apiPaths }
+      api: held === null ? undefined : { held, port, paths: options.apiPaths },
+      onRefused: options.metrics === undefined ? undefined : (kind) => { options.metrics?.sandboxRefused(kind) }
     })
     const sandboxed = buildBwrapSpec({
       bwrap: options.bwrap,

@@ -176,4 +176,18 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
     // Tenant A, not listed, still gets the shared key.
     assert.match(await run(holder, 'curl -sS -m 5 "$ANTHROPIC_BASE_URL/v1/models"; echo'), /^key real at \/v1\/models /)
   })
+
+  it('counts what the proxies refuse in /metrics, by kind', async () => {
+    const refusals = async (): Promise<Record<string, number>> => {
+      const text = await (await fetch(`http://127.0.0.1:${gwPort}/metrics`, { headers: { authorization: `Bearer ${TOKEN_A}` } })).text()
+      return Object.fromEntries([...text.matchAll(/^cgw_sandbox_refusals_total\{kind="(\w+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]))
+    }
+    const before = await refusals()
+    assert.deepEqual(Object.keys(before).sort(), ['api_path', 'egress'])
+    const out = await run(holder, `curl -sS -m 5 -o /dev/null -w '%{http_code} ' http://${REDIS}/; ` +
+      'curl -sS -m 5 -o /dev/null -w "%{http_code} " -X POST "$ANTHROPIC_BASE_URL/v1/messages/batches"; ' +
+      'curl -sS -m 5 -o /dev/null -w "%{http_code}" "$ANTHROPIC_BASE_URL/v1/models"; echo')
+    assert.equal(out, '403 403 200\n[exit 0]')
+    assert.deepEqual(await refusals(), { egress: (before.egress ?? 0) + 1, api_path: (before.api_path ?? 0) + 1 })
+  })
 })
