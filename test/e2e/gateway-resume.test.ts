@@ -3,7 +3,7 @@
 // stopped, and after the gateway itself restarted (Redis store).
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
-import { after, test } from 'node:test'
+import { type TestContext, after, test } from 'node:test'
 import { allUserTexts, startMockAnthropic, type MockAnthropic } from '../support/mock-anthropic.js'
 import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
 import { commandLine } from '../support/gateway.js'
@@ -124,7 +124,14 @@ test('gateway restart with Redis: the session is still listed and a new prompt r
   }
 })
 
-test('another node resumes the conversation: config dirs on each node\'s own disk, the conversation carried through Redis', { timeout: E2E_TEST_TIMEOUT_MS }, async (t) => {
+interface TwoNodes { mock: MockAnthropic, nodeA: E2e, nodeB: E2e, prefix: string }
+
+/**
+ * Two nodes, each its own DATA_DIR (CLI config dirs, pid files) and HOME;
+ * shared only the store (and its secret) and the workspace folders, at the
+ * same path on both. Skips without a Redis; removes everything afterwards.
+ */
+async function onTwoNodes (t: TestContext, body: (nodes: TwoNodes) => Promise<void>): Promise<void> {
   try {
     await redisCommand(REDIS_URL, ['PING'], { timeoutMs: 1000 })
   } catch (err) {
@@ -132,8 +139,6 @@ test('another node resumes the conversation: config dirs on each node\'s own dis
     return
   }
   const prefix = `cgw-e2e-${randomUUID()}:`
-  // Two nodes: each its own DATA_DIR (CLI config dirs, pid files) and HOME; shared only the
-  // store (and its secret) and the workspace folders, at the same path on both.
   const scratchA = makeScratch()
   const scratchB = makeScratch()
   const shared = { REDIS_URL, REDIS_PREFIX: prefix, STORE_SECRET: randomUUID(), WORKSPACE_ROOT: `${scratchA.root}/shared-workspaces` }
@@ -144,6 +149,19 @@ test('another node resumes the conversation: config dirs on each node\'s own dis
     mock = await startMockAnthropic()
     nodeA = await startE2e({ scratch: scratchA, mock, env: { ...shared, NODE_ID: 'node-a' } })
     nodeB = await startE2e({ scratch: scratchB, mock, env: { ...shared, NODE_ID: 'node-b' } })
+    await body({ mock, nodeA, nodeB, prefix })
+  } finally {
+    await nodeB?.close()
+    await nodeA?.close()
+    await mock?.close()
+    scratchA.remove()
+    scratchB.remove()
+    await deleteKeys(REDIS_URL, prefix).catch(() => 0)
+  }
+}
+
+test('another node resumes the conversation: config dirs on each node\'s own disk, the conversation carried through Redis', { timeout: E2E_TEST_TIMEOUT_MS }, async (t) => {
+  await onTwoNodes(t, async ({ mock, nodeA, nodeB }) => {
     const session = await nodeA.createSession()
     const onA = await nodeA.connect(session.id)
     onA.sendUser('Before the move')
@@ -160,34 +178,11 @@ test('another node resumes the conversation: config dirs on each node\'s own dis
     assert.ok(allUserTexts(request.body).some((text) => text.includes('Before the move')), 'the turn run on node A is in node B\'s request')
     assert.ok(assistantTexts(request.body).includes('Echo: Before the move'), 'and so is its answer')
     assertContiguous(onB.seqFrames)
-  } finally {
-    await nodeB?.close()
-    await nodeA?.close()
-    await mock?.close()
-    scratchA.remove()
-    scratchB.remove()
-    await deleteKeys(REDIS_URL, prefix).catch(() => 0)
-  }
+  })
 })
 
 test('a node that dies mid-turn leaves the turn\'s steps so far: the tool call waiting for permission is in the store, and the node that resumes sends it to the API', { timeout: E2E_TEST_TIMEOUT_MS }, async (t) => {
-  try {
-    await redisCommand(REDIS_URL, ['PING'], { timeoutMs: 1000 })
-  } catch (err) {
-    t.skip(`no Redis answers at ${REDIS_URL} (${(err as Error).message}): run it through npm test, which starts a private redis-server, or set TEST_REDIS_URL to a running Redis`)
-    return
-  }
-  const prefix = `cgw-e2e-${randomUUID()}:`
-  const scratchA = makeScratch()
-  const scratchB = makeScratch()
-  const shared = { REDIS_URL, REDIS_PREFIX: prefix, STORE_SECRET: randomUUID(), WORKSPACE_ROOT: `${scratchA.root}/shared-workspaces` }
-  let mock: MockAnthropic | undefined
-  let nodeA: E2e | undefined
-  let nodeB: E2e | undefined
-  try {
-    mock = await startMockAnthropic()
-    nodeA = await startE2e({ scratch: scratchA, mock, env: { ...shared, NODE_ID: 'node-a' } })
-    nodeB = await startE2e({ scratch: scratchB, mock, env: { ...shared, NODE_ID: 'node-b' } })
+  await onTwoNodes(t, async ({ mock, nodeA, nodeB, prefix }) => {
     const session = await nodeA.createSession()
     const onA = await nodeA.connect(session.id)
     onA.sendUser('Before the step')
@@ -219,12 +214,5 @@ test('a node that dies mid-turn leaves the turn\'s steps so far: the tool call w
     assert.ok(blocks.some((b) => b.type === 'tool_use' && b.id === toolUseId), 'node B\'s CLI remembers the tool call made on node A')
     // The API refuses a tool_use without its tool_result: the resumed CLI closes it itself.
     assert.ok(blocks.some((b) => b.type === 'tool_result' && b.tool_use_id === toolUseId), JSON.stringify(blocks))
-  } finally {
-    await nodeB?.close()
-    await nodeA?.close()
-    await mock?.close()
-    scratchA.remove()
-    scratchB.remove()
-    await deleteKeys(REDIS_URL, prefix).catch(() => 0)
-  }
+  })
 })
