@@ -80,7 +80,7 @@ export class CliPlan {
         if (file === null) return null
         try {
           const watcher = watch(file, { persistent: false }, changed)
-          watcher.on('error', () => { watcher.close() }) // the file went (a new copy is found by the next save)
+          watcher.on('error', () => { watcher.close() }) // the file went: saves at steps and turn ends go on without it
           return () => { watcher.close() }
         } catch {
           return null
