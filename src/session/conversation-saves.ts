@@ -62,6 +62,16 @@ export class ConversationSaves {
     await this.#running
   }
 
+  /**
+   * A step of a turn (a permission prompt, a tool's result): saves, which
+   * starts the watch, unless the file is watched already (the watch then
+   * sees the step's lines as the CLI writes them, a save now would only
+   * read the file early).
+   */
+  stepped (): void {
+    if (this.#unwatch === null) void this.save()
+  }
+
   /** The CLI has exited: its file is no longer watched (the save at its end follows as before). */
   unwatch (): void {
     this.#unwatch?.()

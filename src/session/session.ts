@@ -144,7 +144,7 @@ export class Session {
 
     setStatus (status: SessionStatus): void { this.#s.#status.set(status) }
     turnEnded (): void { this.#s.#turns.end(); void this.#s.#saves.save() }
-    stepped (): void { void this.#s.#saves.save() }
+    stepped (): void { this.#s.#saves.stepped() }
     busy (): void { this.#s.#idle.disarm() }
     armIdle (): void { this.#s.#armIdle() }
     ended (): boolean { return isFinal(this.#s.#record.status) }
