@@ -94,10 +94,13 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     : new RedisStore({ url: config.redisUrl, cluster: config.redisCluster, prefix: config.redisPrefix, retention: retention(config) }))
   // Whatever store was chosen or injected: records are signed on write and checked on every read.
   const storeSecret = config.storeSecret ?? loadStoreSecret(config.dataDir)
+  const metrics = new Metrics()
   const store: EventStore = new SignedStore(chosenStore, {
     secret: storeSecret,
     allowBypassPermissions: config.allowBypassPermissions,
-    logger
+    logger,
+    acceptUnsignedBus: config.nodeBusAcceptUnsigned,
+    onBusRefused: (why) => { metrics.nodeBusRefused(why) }
   })
 
   let generatedToken: string | null = null
@@ -117,7 +120,6 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   const tickets = new TicketBook({ ttlMs: config.wsTicketTtlMs, secret: storeSecret, claimOnce: async (key, ttlMs) => await store.claimOnce(key, ttlMs) })
   const pidDir = join(config.dataDir, 'pids')
 
-  const metrics = new Metrics()
   // Forked at onReady, while the gateway is small: after that no CLI start forks the gateway.
   const spawner = parts.launch === undefined && config.cliSpawn === 'helper'
     ? new Spawner({ logger, stopTimeoutMs: config.cliStopTimeoutMs, fork: forkHelper })

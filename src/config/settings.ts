@@ -87,6 +87,8 @@ export const envSchema = z.object({
     '`REDIS_URL` names one seed node of a Redis Cluster (its credentials and TLS apply to every node); needs `REDIS_URL`'),
   NODE_ID: optional(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'expected 1 to 64 of A-Z a-z 0-9 . _ -'), '`<hostname>-<pid>`',
     'this gateway\'s name among several sharing a store; logged as `node` on every line'),
+  NODE_BUS_ACCEPT_UNSIGNED: defaulted(flag(), 'false',
+    'deliver node bus messages that carry no signature (from nodes of a version before the bus was signed), each logged at warn: on only while a rolling upgrade runs (docs/SCALING.md)'),
   SESSION_LEASE_MS: defaulted(int(300, 600_000), 10_000,
     'how long a node\'s hold on a session outlives its last renewal (renewed every third of it): after a node dies, its sessions are recorded `lost` and may resume elsewhere within about this long (docs/SCALING.md)'),
   GATEWAY_TOKENS: optional(z.string().transform((v, ctx) => {
@@ -246,6 +248,8 @@ export const configSchema = envSchema.transform((e, ctx) => {
     /** This process's name among gateways sharing a store (the root logger's `node`). */
     nodeId: e.NODE_ID ?? defaultNodeId(),
     sessionLeaseMs: e.SESSION_LEASE_MS,
+    /** Node bus messages without a signature are delivered (a rolling upgrade from an older version). */
+    nodeBusAcceptUnsigned: e.NODE_BUS_ACCEPT_UNSIGNED,
     /** token → tenant. Null means none were configured (a token is generated at start). */
     tokens: e.GATEWAY_TOKENS ?? null,
     keepaliveIntervalMs: e.KEEPALIVE_INTERVAL_MS,

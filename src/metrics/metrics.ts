@@ -12,6 +12,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import type { SessionStatus } from '../store/store.js'
+import { type BusRefusal, BUS_REFUSALS } from '../store/signed-bus.js'
 import type { AuthFailureReason, FrameVerdict, MetricsSink, PermissionOutcome, RateLimitKind, SandboxRefusal } from './sink.js'
 
 /** What a scrape reads of one loaded session (a Session satisfies it). */
@@ -89,6 +90,7 @@ export class Metrics implements MetricsSink {
   readonly #authFailures: Counter<'reason'>
   readonly #rateLimited: Counter<'kind'>
   readonly #sandboxRefused: Counter<'kind'>
+  readonly #busRefused: Counter<'reason'>
 
   constructor (options: { now?: () => number } = {}) {
     this.#now = options.now ?? (() => performance.now())
@@ -211,6 +213,13 @@ export class Metrics implements MetricsSink {
       registers
     })
 
+    this.#busRefused = new Counter({
+      name: 'cgw_node_bus_refused_total',
+      help: 'Node bus messages this node refused: unsigned (no signature), mac (not signed with STORE_SECRET, or altered), stale (time more than 2 minutes off), replay (a copy of one already delivered)',
+      labelNames: ['reason'],
+      registers
+    })
+
     const webhookQueue = new Gauge({
       name: 'cgw_webhook_queue',
       help: 'Webhook deliveries waiting (or backing off) and being sent',
@@ -241,6 +250,7 @@ export class Metrics implements MetricsSink {
     for (const outcome of OUTCOMES) this.#permissions.inc({ outcome }, 0)
     for (const kind of LIMIT_KINDS) this.#rateLimited.inc({ kind }, 0)
     for (const kind of REFUSAL_KINDS) this.#sandboxRefused.inc({ kind }, 0)
+    for (const reason of BUS_REFUSALS) this.#busRefused.inc({ reason }, 0)
     this.#append.zero({ result: 'ok' })
   }
 
@@ -296,6 +306,8 @@ export class Metrics implements MetricsSink {
 
   rateLimited (kind: RateLimitKind): void { this.#rateLimited.inc({ kind }) }
   sandboxRefused (kind: SandboxRefusal): void { this.#sandboxRefused.inc({ kind }) }
+  /** A node bus message was refused (src/store/signed-bus.ts). Not in MetricsSink: only app.ts reports it. */
+  nodeBusRefused (reason: BusRefusal): void { this.#busRefused.inc({ reason }) }
 
   /** Counts the degraded time since the last look, and notes whether the gateway is degraded now. */
   #tickDegraded (): void {

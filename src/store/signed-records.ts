@@ -8,6 +8,7 @@
  * and answered as absent: every route says 404 (its tenant field cannot be
  * believed), listings and recovery skip it, it is never started or resumed.
  *
+ * Its node bus signs and checks every message too (src/store/signed-bus.ts).
  * Event streams are not signed: they are only relayed, never acted on.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto'
@@ -15,12 +16,17 @@ import type { Logger } from 'pino'
 import { sessionRecordSchema } from './record-schema.js'
 import type { EventFeed, EventStore, NodeBus, NodeLoad, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent } from './store.js'
 import { firstIssue } from '../protocol/first-issue.js'
+import { type BusRefusal, SignedBus } from './signed-bus.js'
 
 export interface SignedStoreOptions {
   /** The MAC key (STORE_SECRET, or the generated `$DATA_DIR/store-secret`). */
   secret: string
   allowBypassPermissions: boolean
   logger: Logger
+  /** Deliver node bus messages that carry no signature (NODE_BUS_ACCEPT_UNSIGNED, for a rolling upgrade). */
+  acceptUnsignedBus?: boolean | undefined
+  /** Each node bus message refused, with why. */
+  onBusRefused?: ((why: BusRefusal) => void) | undefined
 }
 
 /** Versioned, so a future change of what is signed cannot be confused with this one. */
@@ -32,6 +38,7 @@ export class SignedStore implements EventStore {
   readonly #inner: EventStore
   readonly #o: SignedStoreOptions
   readonly #reported = new Set<string>()
+  #bus: SignedBus | null = null
 
   constructor (inner: EventStore, options: SignedStoreOptions) {
     this.#inner = inner
@@ -44,7 +51,16 @@ export class SignedStore implements EventStore {
 
   get leases (): SessionLeases { return this.#inner.leases }
   get feed (): EventFeed { return this.#inner.feed }
-  get bus (): NodeBus { return this.#inner.bus }
+  /** The inner store's bus, its messages signed and checked (made on first use, as the Redis store's bus is). */
+  get bus (): NodeBus {
+    this.#bus ??= new SignedBus(this.#inner.bus, {
+      secret: this.#o.secret,
+      logger: this.#o.logger,
+      acceptUnsigned: this.#o.acceptUnsignedBus,
+      onRefused: this.#o.onBusRefused
+    })
+    return this.#bus
+  }
   claimOnce (key: string, ttlMs: number): Promise<boolean> { return this.#inner.claimOnce(key, ttlMs) }
   reportNode (load: NodeLoad, ttlMs: number): Promise<void> { return this.#inner.reportNode(load, ttlMs) }
   listNodes (): Promise<NodeLoad[]> { return this.#inner.listNodes() }

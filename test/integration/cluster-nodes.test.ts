@@ -12,6 +12,8 @@
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { Cluster, Redis } from 'ioredis'
 import { type Frame, isError, isHello, isPrompt, isResult, isStatus } from '../support/frames.js'
@@ -64,6 +66,32 @@ async function storedLog (nodes: GatewayNodes, sessionId: string): Promise<Frame
   } finally {
     redis.disconnect()
   }
+}
+
+/** A connection to the nodes' Redis (or Cluster) for `use`, closed after. */
+async function withRedis<T> (nodes: GatewayNodes, use: (redis: Redis | Cluster) => Promise<T>): Promise<T> {
+  const url = new URL(nodes.redisUrl)
+  const redis = nodes.cluster ? new Cluster([{ host: url.hostname, port: Number(url.port) }]) : new Redis(nodes.redisUrl)
+  try {
+    return await use(redis)
+  } finally {
+    redis.disconnect()
+  }
+}
+
+/** The user prompts a session's CLIs read on stdin, in order. */
+function promptsRead (nodes: GatewayNodes, sessionId: string): string[] {
+  const file = join(nodes.dataDir, 'fake-log', `${sessionId}.stdin.ndjson`)
+  return readFileSync(file, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Frame)
+    .filter((f) => f.type === 'user').map((f) => String(f.message.content))
+}
+
+/** A counter's value in a node's /metrics. */
+async function counter (node: GatewayNode, series: string): Promise<number> {
+  const text = await (await fetch(`${node.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN_A}` } })).text()
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `))
+  assert.ok(line !== undefined, `${series} in /metrics`)
+  return Number(line.slice(series.length + 1))
 }
 
 function assertContiguous (log: Frame[]): void {
@@ -199,6 +227,31 @@ for (const backend of BACKENDS) {
       }
       await assert.rejects(TestClient.open(`${c.wsUrl}/v1/sessions/${created.id}/ws?ticket=${encodeURIComponent(ticket)}`, {}),
         (err: any) => err.statusCode === 401, 'spent on node B: refused on node C')
+    })
+
+    it('a frame posted into the owner\'s inbox by someone without STORE_SECRET, or a copy of a node\'s message, never reaches the CLI', async () => {
+      const [a, b] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]]
+      const created = await a.create()
+      const onB = await takeOver(b, created.id)
+      const inbox = `${cluster.prefix}node:{${a.id}}:inbox`
+      // What a router of this version would have sent, as a controller on node B: only the signature is missing.
+      const forged = { k: 'frame', s: created.id, c: 'forger', n: b.id, r: 'controller', f: { type: 'user', message: { role: 'user', content: 'echo forged' } }, i: 1 }
+      await withRedis(cluster, async (redis) => { await redis.xadd(inbox, '*', 'm', JSON.stringify(forged)) })
+      onB.sendUser('echo first')
+      await onB.waitFor(isResult)
+      // Node B's own message, signed, copied back into the inbox: a replay.
+      await withRedis(cluster, async (redis) => {
+        const entries = await redis.xrange(inbox, '-', '+')
+        const signed = entries.map(([, fields]) => fields[1] as string).find((m) => m.includes('echo first'))
+        assert.ok(signed?.startsWith('{"$":"'), 'node B signed its message')
+        await redis.xadd(inbox, '*', 'm', signed)
+      })
+      onB.sendUser('echo second')
+      await onB.waitFor((f) => isResult(f) && f.seq > onB.frames.find(isResult).seq)
+      assert.deepEqual(promptsRead(cluster, created.id), ['echo first', 'echo second'], 'the CLI read each real prompt once and nothing else')
+      assert.equal(await counter(a, 'cgw_node_bus_refused_total{reason="unsigned"}'), 1)
+      assert.equal(await counter(a, 'cgw_node_bus_refused_total{reason="replay"}'), 1)
+      assert.equal(await counter(a, 'cgw_node_bus_refused_total{reason="mac"}'), 0)
     })
 
     it('a session stopped on one node resumes on the node the next message reaches', async () => {
