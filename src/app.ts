@@ -99,7 +99,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     secret: storeSecret,
     allowBypassPermissions: config.allowBypassPermissions,
     logger,
-    acceptUnsignedBus: config.nodeBusAcceptUnsigned,
+    acceptUnsigned: config.storeAcceptUnsigned,
     onBusRefused: (why) => { metrics.nodeBusRefused(why) }
   })
 

@@ -87,8 +87,6 @@ export const envSchema = z.object({
     '`REDIS_URL` names one seed node of a Redis Cluster (its credentials and TLS apply to every node); needs `REDIS_URL`'),
   NODE_ID: optional(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'expected 1 to 64 of A-Z a-z 0-9 . _ -'), '`<hostname>-<pid>`',
     'this gateway\'s name among several sharing a store; logged as `node` on every line'),
-  NODE_BUS_ACCEPT_UNSIGNED: defaulted(flag(), 'false',
-    'deliver node bus messages that carry no signature (from nodes of a version before the bus was signed), each logged at warn: on only while a rolling upgrade runs (docs/SCALING.md)'),
   SESSION_LEASE_MS: defaulted(int(300, 600_000), 10_000,
     'how long a node\'s hold on a session outlives its last renewal (renewed every third of it): after a node dies, its sessions are recorded `lost` and may resume elsewhere within about this long (docs/SCALING.md)'),
   GATEWAY_TOKENS: optional(z.string().transform((v, ctx) => {
@@ -98,7 +96,9 @@ export const envSchema = z.object({
     return z.NEVER
   }), '(unset: a token is generated and printed at start; loopback only)', '`token=tenant,token2=tenant2` (tokens ≥ 16 characters)', true),
   STORE_SECRET: optional(secret(), '(generated once into `$DATA_DIR/store-secret`, mode 0600)',
-    'key (≥ 32 characters) of the HMAC on every stored session record; gateways sharing a Redis must share it', true),
+    'key (≥ 32 characters) of the HMACs on stored session records, messages between nodes and conversation copies; gateways sharing a Redis must share it', true),
+  STORE_ACCEPT_UNSIGNED: defaulted(flag(), 'false',
+    'accept node messages without a signature and conversation copies without a seal, each logged at warn: what a version before they were signed wrote; on only for an upgrade from one (docs/SCALING.md)'),
   SANDBOX: defaulted(z.enum(['bwrap', 'none']), 'bwrap',
     'how each CLI is confined when `CLAUDE_LAUNCHER` is unset: `bwrap` (bubblewrap + egress proxy; `bwrap` and `socat` checked at start) or `none`'),
   ALLOW_UNSANDBOXED: defaulted(flag(), 'false', 'lets `SANDBOX=none` start although the gateway serves several tenants (or JWTs) or `HOST` is not loopback'),
@@ -248,8 +248,8 @@ export const configSchema = envSchema.transform((e, ctx) => {
     /** This process's name among gateways sharing a store (the root logger's `node`). */
     nodeId: e.NODE_ID ?? defaultNodeId(),
     sessionLeaseMs: e.SESSION_LEASE_MS,
-    /** Node bus messages without a signature are delivered (a rolling upgrade from an older version). */
-    nodeBusAcceptUnsigned: e.NODE_BUS_ACCEPT_UNSIGNED,
+    /** Unsigned node messages and unsealed conversation copies are accepted (an upgrade from an older version). */
+    storeAcceptUnsigned: e.STORE_ACCEPT_UNSIGNED,
     /** token → tenant. Null means none were configured (a token is generated at start). */
     tokens: e.GATEWAY_TOKENS ?? null,
     keepaliveIntervalMs: e.KEEPALIVE_INTERVAL_MS,

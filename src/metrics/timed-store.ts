@@ -25,7 +25,7 @@ export class TimedStore implements EventStore {
   listNodes (): Promise<NodeLoad[]> { return this.#inner.listNodes() }
   forgetNode (node: string): Promise<void> { return this.#inner.forgetNode(node) }
   saveConversation (sessionId: string, data: Buffer, lease?: Lease): Promise<void> { return this.#inner.saveConversation(sessionId, data, lease) }
-  appendConversation (sessionId: string, at: number, data: Buffer, lease?: Lease): Promise<boolean> { return this.#inner.appendConversation(sessionId, at, data, lease) }
+  appendConversation (sessionId: string, at: number, data: Buffer, lease?: Lease, head?: Buffer): Promise<boolean> { return this.#inner.appendConversation(sessionId, at, data, lease, head) }
   loadConversation (sessionId: string): Promise<Buffer | null> { return this.#inner.loadConversation(sessionId) }
 
   async append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> {

@@ -139,11 +139,13 @@ export class MemoryStore implements EventStore {
     ;(this.#entry(sessionId, true) as Entry).conversation = Buffer.from(data)
   }
 
-  async appendConversation (sessionId: string, at: number, data: Buffer, lease?: Lease): Promise<boolean> {
+  async appendConversation (sessionId: string, at: number, data: Buffer, lease?: Lease, head?: Buffer): Promise<boolean> {
     this.#fence(sessionId, lease)
     const entry = this.#entry(sessionId, false)
     if (entry?.conversation === undefined || entry.conversation.length !== at) return false
-    entry.conversation = Buffer.concat([entry.conversation, data])
+    const grown = Buffer.concat([entry.conversation, data])
+    head?.copy(grown, 0, 0, Math.min(head.length, grown.length))
+    entry.conversation = grown
     return true
   }
 

@@ -161,17 +161,19 @@ export type PutConversation = (conversation: string, lease: string, meta: string
 
 /**
  * APPEND of ARGV[3] to KEYS[1] (a session's conversation file) if it is
- * ARGV[2] bytes long, else nothing (0); fenced by ARGV[1] against the lease
- * KEYS[2]. APPEND keeps the TTL the key has.
+ * ARGV[2] bytes long, else nothing (0), and SETRANGE of ARGV[4] (when not
+ * empty) over its first bytes; fenced by ARGV[1] against the lease KEYS[2].
+ * APPEND and SETRANGE keep the TTL the key has.
  */
 export const APPEND_CONVERSATION_SCRIPT = `if ARGV[1] ~= '' and redis.call('HGET', KEYS[2], 'epoch') ~= ARGV[1] then
   return redis.error_reply('FENCED lease epoch ' .. ARGV[1] .. ' is not current')
 end
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[2]) then return 0 end
 redis.call('APPEND', KEYS[1], ARGV[3])
+if ARGV[4] ~= '' then redis.call('SETRANGE', KEYS[1], 0, ARGV[4]) end
 return 1`
 export const APPEND_CONVERSATION_COMMAND = 'cgwAppendConversation'
-export type AppendConversation = (conversation: string, lease: string, fence: string, at: number, data: Buffer) => Promise<number>
+export type AppendConversation = (conversation: string, lease: string, fence: string, at: number, data: Buffer, head: Buffer | string) => Promise<number>
 
 /**
  * Takes the lease hash KEYS[1] for node ARGV[1] for ARGV[2] ms under the next

@@ -377,10 +377,10 @@ export class RedisStore implements EventStore {
     }
   }
 
-  async appendConversation (sessionId: string, at: number, data: Buffer, lease?: Lease): Promise<boolean> {
+  async appendConversation (sessionId: string, at: number, data: Buffer, lease?: Lease, head?: Buffer): Promise<boolean> {
     const client = this.#client as unknown as Record<typeof APPEND_CONVERSATION_COMMAND, AppendConversation>
     try {
-      return await client[APPEND_CONVERSATION_COMMAND](this.#conversation(sessionId), this.#lease(sessionId), lease === undefined ? '' : String(lease.epoch), at, data) === 1
+      return await client[APPEND_CONVERSATION_COMMAND](this.#conversation(sessionId), this.#lease(sessionId), lease === undefined ? '' : String(lease.epoch), at, data, head ?? '') === 1
     } catch (err) {
       throw fenced(sessionId, err)
     }

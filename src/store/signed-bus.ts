@@ -23,7 +23,7 @@
  * `maxAgeMs`, is delivered once more.
  *
  * Messages without a signature (a node of an older version) are refused
- * unless `acceptUnsigned` (NODE_BUS_ACCEPT_UNSIGNED, for the rolling
+ * unless `acceptUnsigned` (STORE_ACCEPT_UNSIGNED, for the rolling
  * upgrade); every refusal is logged (once per sender and reason at error
  * level) and reported to `onRefused`.
  */
@@ -103,7 +103,7 @@ export class SignedBus implements NodeBus {
   #open (node: string, text: string): string | null {
     if (!text.startsWith(PREFIX)) {
       if (this.#o.acceptUnsigned === true) {
-        this.#o.logger.warn({ preview: text.slice(0, 80) }, 'unsigned node bus message delivered (NODE_BUS_ACCEPT_UNSIGNED): turn it off once every node signs')
+        this.#o.logger.warn({ preview: text.slice(0, 80) }, 'unsigned node bus message delivered (STORE_ACCEPT_UNSIGNED): turn it off once every node signs')
         return text
       }
       return this.#refuse('unsigned', 'unknown', text)

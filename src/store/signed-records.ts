@@ -8,8 +8,10 @@
  * and answered as absent: every route says 404 (its tenant field cannot be
  * believed), listings and recovery skip it, it is never started or resumed.
  *
- * Its node bus signs and checks every message too (src/store/signed-bus.ts).
- * Event streams are not signed: they are only relayed, never acted on.
+ * Its node bus signs and checks every message too (src/store/signed-bus.ts),
+ * and each stored conversation copy carries a seal checked before a CLI
+ * reads it (src/store/conversation-seal.ts). Event streams are not signed:
+ * they are only relayed, never acted on.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { Logger } from 'pino'
@@ -17,14 +19,19 @@ import { sessionRecordSchema } from './record-schema.js'
 import type { EventFeed, EventStore, NodeBus, NodeLoad, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent } from './store.js'
 import { firstIssue } from '../protocol/first-issue.js'
 import { type BusRefusal, SignedBus } from './signed-bus.js'
+import { ConversationSeals, SEAL_BYTES } from './conversation-seal.js'
 
 export interface SignedStoreOptions {
   /** The MAC key (STORE_SECRET, or the generated `$DATA_DIR/store-secret`). */
   secret: string
   allowBypassPermissions: boolean
   logger: Logger
-  /** Deliver node bus messages that carry no signature (NODE_BUS_ACCEPT_UNSIGNED, for a rolling upgrade). */
-  acceptUnsignedBus?: boolean | undefined
+  /**
+   * Deliver node bus messages without a signature, and read conversation
+   * copies without a seal, each logged at warn (STORE_ACCEPT_UNSIGNED: what a
+   * version before they were signed wrote, for the upgrade).
+   */
+  acceptUnsigned?: boolean | undefined
   /** Each node bus message refused, with why. */
   onBusRefused?: ((why: BusRefusal) => void) | undefined
 }
@@ -39,10 +46,12 @@ export class SignedStore implements EventStore {
   readonly #o: SignedStoreOptions
   readonly #reported = new Set<string>()
   #bus: SignedBus | null = null
+  readonly #seals: ConversationSeals
 
   constructor (inner: EventStore, options: SignedStoreOptions) {
     this.#inner = inner
     this.#o = options
+    this.#seals = new ConversationSeals(options.secret)
   }
 
   get kind (): string { return this.#inner.kind }
@@ -56,7 +65,7 @@ export class SignedStore implements EventStore {
     this.#bus ??= new SignedBus(this.#inner.bus, {
       secret: this.#o.secret,
       logger: this.#o.logger,
-      acceptUnsigned: this.#o.acceptUnsignedBus,
+      acceptUnsigned: this.#o.acceptUnsigned,
       onRefused: this.#o.onBusRefused
     })
     return this.#bus
@@ -65,9 +74,6 @@ export class SignedStore implements EventStore {
   reportNode (load: NodeLoad, ttlMs: number): Promise<void> { return this.#inner.reportNode(load, ttlMs) }
   listNodes (): Promise<NodeLoad[]> { return this.#inner.listNodes() }
   forgetNode (node: string): Promise<void> { return this.#inner.forgetNode(node) }
-  saveConversation (sessionId: string, data: Buffer, lease?: Lease): Promise<void> { return this.#inner.saveConversation(sessionId, data, lease) }
-  appendConversation (sessionId: string, at: number, data: Buffer, lease?: Lease): Promise<boolean> { return this.#inner.appendConversation(sessionId, at, data, lease) }
-  loadConversation (sessionId: string): Promise<Buffer | null> { return this.#inner.loadConversation(sessionId) }
 
   append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> { return this.#inner.append(sessionId, events, lease) }
   read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> { return this.#inner.read(sessionId, after, limit, maxBytes) }
@@ -77,6 +83,36 @@ export class SignedStore implements EventStore {
   ping (): Promise<void> { return this.#inner.ping() }
   onReconnect (listener: () => void): void { this.#inner.onReconnect?.(listener) }
   close (): Promise<void> { return this.#inner.close() }
+
+  async saveConversation (sessionId: string, data: Buffer, lease?: Lease): Promise<void> {
+    const { copy, hash } = this.#seals.whole(sessionId, data)
+    await this.#inner.saveConversation(sessionId, copy, lease)
+    this.#seals.stored(sessionId, data.length, hash)
+  }
+
+  /** False (the caller saves whole) also when this node does not know what the stored copy holds. */
+  async appendConversation (sessionId: string, at: number, data: Buffer, lease?: Lease): Promise<boolean> {
+    const next = this.#seals.appended(sessionId, at, data)
+    if (next === null) return false
+    this.#seals.forget(sessionId)
+    if (!await this.#inner.appendConversation(sessionId, SEAL_BYTES + at, data, lease, next.seal)) return false
+    this.#seals.stored(sessionId, at + data.length, next.hash)
+    return true
+  }
+
+  /** The copy's file when its seal holds; a copy without one or with a wrong one is logged and read as absent. */
+  async loadConversation (sessionId: string): Promise<Buffer | null> {
+    const stored = await this.#inner.loadConversation(sessionId)
+    if (stored === null) return null
+    const opened = this.#seals.open(sessionId, stored)
+    if (opened.ok) return opened.data
+    if (opened.why === 'no seal' && this.#o.acceptUnsigned === true) {
+      this.#o.logger.warn({ session: sessionId }, 'conversation copy without a seal read (STORE_ACCEPT_UNSIGNED): turn it off once every copy was saved again')
+      return opened.data
+    }
+    this.#report(sessionId, `conversation: ${opened.why}`, 'conversation copy refused: changed outside the gateway or saved without a seal; the session resumes without it')
+    return null
+  }
 
   async putSession (record: SessionRecord, lease?: Lease): Promise<void> {
     const { mac: _ignored, ...plain } = record
@@ -114,14 +150,19 @@ export class SignedStore implements EventStore {
       const { mac: _mac, ...plain } = record
       return plain
     }
+    this.#report(id, why, 'session record refused: changed outside the gateway or not valid; treated as absent')
+    return null
+  }
+
+  /** Logs a refusal at error level once per session and reason, at debug after. */
+  #report (id: string, why: string, message: string): void {
     const key = `${id}\0${why}`
     const first = !this.#reported.has(key)
     if (first) {
       if (this.#reported.size >= REPORTED_MAX) this.#reported.clear()
       this.#reported.add(key)
     }
-    this.#o.logger[first ? 'error' : 'debug']({ session: id, reason: why }, 'session record refused: changed outside the gateway or not valid; treated as absent')
-    return null
+    this.#o.logger[first ? 'error' : 'debug']({ session: id, reason: why }, message)
   }
 
   #refusal (record: SessionRecord, id: string): string | null {

@@ -232,8 +232,10 @@ export interface EventStore {
    * Adds `data` to the end of the stored conversation if it is exactly `at`
    * bytes long (the CLI only appends to its file, so a save mid-turn sends
    * what is new); false, changing nothing, when it is not. Fenced as `append` is.
+   * With `head`, those bytes are written over the copy's first bytes in the
+   * same step (SignedStore keeps a seal of the whole copy there).
    */
-  appendConversation(sessionId: string, at: number, data: Buffer, lease?: Lease): Promise<boolean>
+  appendConversation(sessionId: string, at: number, data: Buffer, lease?: Lease, head?: Buffer): Promise<boolean>
   /** The conversation last saved, or null. */
   loadConversation(sessionId: string): Promise<Buffer | null>
   /** Creates or replaces a session record; with `lease`, fenced as `append` is. */

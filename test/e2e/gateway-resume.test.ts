@@ -216,3 +216,31 @@ test('a node that dies mid-turn leaves the turn\'s steps so far: the tool call w
     assert.ok(blocks.some((b) => b.type === 'tool_result' && b.tool_use_id === toolUseId), JSON.stringify(blocks))
   })
 })
+
+test('a conversation copy changed in Redis never reaches the CLI of the node that resumes the session', { timeout: E2E_TEST_TIMEOUT_MS }, async (t) => {
+  await onTwoNodes(t, async ({ mock, nodeA, nodeB, prefix }) => {
+    const session = await nodeA.createSession()
+    const onA = await nodeA.connect(session.id)
+    onA.sendUser('Before the change')
+    assert.equal((await waitLive(onA, isCli('result'))).result, 'Echo: Before the change')
+    await nodeA.close()
+    // Someone who can write Redis, but does not hold STORE_SECRET, rewrites the agent's past.
+    const key = `${prefix}{${session.id}}:conversation`
+    const stored = await redisCommand(REDIS_URL, ['GET', key])
+    assert.ok(typeof stored === 'string' && stored.startsWith('cgws1 ') && stored.includes('Echo: Before the change'), 'node A stored a sealed copy')
+    assert.equal(await redisCommand(REDIS_URL, ['SET', key, stored.replaceAll('Echo: Before the change', 'Echo: Injected by someone')]), 'OK')
+    const requestsBefore = mock.messageRequests().length
+
+    const onB = await nodeB.connect(session.id)
+    await waitLive(onB, (f) => f.type === 'gateway' && f.subtype === 'status' && f.status === 'stopped')
+    const mark = onB.frames.length
+    onB.sendUser('After the change')
+    // Node B has no copy it may use and no file of its own: the CLI says it has no such conversation, as it
+    // does when a copy is missing, and asks the API nothing.
+    const result = await waitLive(onB, isCli('result'), mark)
+    assert.equal(result.subtype, 'error_during_execution', JSON.stringify(result))
+    assert.match(JSON.stringify(result.errors), /No conversation found/)
+    assert.equal(mock.messageRequests().length, requestsBefore, 'no request after the change')
+    assert.ok(!mock.requests.some((r) => JSON.stringify(r.body ?? '').includes('Injected by someone')), 'the changed text reached no model')
+  })
+})

@@ -122,8 +122,8 @@ describe('Redis ACL of docker/compose.yaml', () => {
     const again = await store.leases.acquire(leased, 'node-a', 10_000)
     assert.ok(again !== null)
     await store.saveConversation(leased, Buffer.from('p\n{}'), again)
-    assert.equal(await store.appendConversation(leased, 4, Buffer.from('\n{}'), again), true)
-    assert.deepEqual(await store.loadConversation(leased), Buffer.from('p\n{}\n{}'))
+    assert.equal(await store.appendConversation(leased, 4, Buffer.from('\n{}'), again, Buffer.from('q')), true)
+    assert.deepEqual(await store.loadConversation(leased), Buffer.from('q\n{}\n{}'), 'appended, and the head written over the start (SETRANGE)')
   })
 
   it('refuses connections without AUTH, and the default user', async () => {

@@ -499,6 +499,10 @@ export function storeContract (
         await assert.rejects(store.appendConversation('s', 21, Buffer.from('{"d":4}\n'), lease), (err: Error) => err.name === 'FencedError')
         assert.equal(await store.appendConversation('s', 21, Buffer.from('{"d":4}\n'), taken), true)
         assert.equal((await store.loadConversation('s'))?.toString(), 'p\n{"a":1}\n{"b":"é"}\n{"d":4}\n')
+        // A head is written over the copy's first bytes in the same step, and only when the append is made.
+        assert.equal(await store.appendConversation('s', 28, Buffer.from('{"e":5}\n'), taken, Buffer.from('P')), false)
+        assert.equal(await store.appendConversation('s', 29, Buffer.from('{"e":5}\n'), taken, Buffer.from('Q')), true)
+        assert.equal((await store.loadConversation('s'))?.toString(), 'Q\n{"a":1}\n{"b":"é"}\n{"d":4}\n{"e":5}\n')
       })
 
       it('claims a key once until its TTL; keeps node loads until theirs', async () => {
