@@ -243,7 +243,7 @@ for (const backend of BACKENDS) {
       await withRedis(cluster, async (redis) => {
         const entries = await redis.xrange(inbox, '-', '+')
         const signed = entries.map(([, fields]) => fields[1] as string).find((m) => m.includes('echo first'))
-        assert.ok(signed?.startsWith('{"$":"'), 'node B signed its message')
+        assert.ok(signed !== undefined && signed.startsWith('{"$":"'), 'node B signed its message')
         await redis.xadd(inbox, '*', 'm', signed)
       })
       onB.sendUser('echo second')
