@@ -16,6 +16,7 @@
  *
  * Messages are JSON objects, `k` naming the kind; docs/SCALING.md lists them.
  */
+import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { ClientPort, Role } from '../session/audience.js'
 import type { ClientFrame } from '../protocol/client-frames.js'
@@ -132,11 +133,15 @@ export class ClusterRouter {
    * Sends a frame of `port`'s to the owner it is attached to; false when it is
    * attached to none. The owner confirms each frame; one not confirmed within
    * three heartbeats is handed back to the session (with every later one of
-   * that client), so a frame sent to a node that dies is not lost.
+   * that client), so a frame sent to a node that dies is not lost. A user
+   * message without a uuid gets one here: if the owner ran it and died
+   * before confirming it, the copy handed back is then known by its uuid
+   * (recorded in the session's log) and does not run twice.
    */
-  frame (port: ClientPort, frame: ClientFrame): boolean {
+  frame (port: ClientPort, sent: ClientFrame): boolean {
     const local = this.#local.get(port.id)
     if (local === undefined) return false
+    const frame = sent.type === 'user' && sent.uuid === undefined ? { ...sent, uuid: randomUUID() } : sent
     const id = ++this.#frameCount
     let list = this.#unconfirmed.get(port.id)
     if (list === undefined) this.#unconfirmed.set(port.id, list = [])

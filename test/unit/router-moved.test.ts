@@ -3,8 +3,9 @@
  * routed to turns out not to own the session: every frame comes back to the
  * client's node to be handled again, whichever `moved` reply (the attach's or
  * the frame's) arrives first, and once only: the later replies of that node
- * do not hand back the frames sent to the real owner since. Routers on an
- * in-process bus.
+ * do not hand back the frames sent to the real owner since. A user message
+ * leaves with a uuid, so the copy handed back after an owner died is known
+ * by it. Routers on an in-process bus.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
@@ -133,6 +134,41 @@ describe('ClusterRouter: frames sent to a node that does not own the session', (
       assert.deepEqual(onB.movedBack, [[first]])
     } finally {
       await Promise.all([b.close(), d.close()])
+    }
+  })
+
+  it('gives a user message without a uuid one before it leaves: the copy handed back after an owner died unconfirmed is the message the owner ran', async () => {
+    const inboxes = new Map<string, (message: string) => void>()
+    const logger = pino({ level: 'silent' })
+    const recorded = recordingSession(false)
+    let cameBack: () => void = () => {}
+    const movedBack = new Promise<void>((resolve) => { cameBack = resolve })
+    const onB: typeof recorded = { ...recorded, ownerMoved (port, frames) { recorded.ownerMoved(port, frames); cameBack() } }
+    const onC = recordingSession(true)
+    // C runs the message and dies before its ack leaves: B never hears from it again.
+    const bus = memoryBus(inboxes)
+    const toB = (m: string): boolean => !m.includes('"k":"ack"')
+    const lossy: NodeBus = { ...bus, send: async (node, message) => { if (node !== 'b' || toB(message)) await bus.send(node, message) } }
+    const b = new ClusterRouter({ bus: lossy, node: 'b', logger, find: () => onB, heartbeatMs: 20 })
+    const c = new ClusterRouter({ bus: lossy, node: 'c', logger, find: () => onC, heartbeatMs: 60_000 })
+    await Promise.all([b.start(), c.start()])
+    try {
+      const port = { id: 'client-1', send () {} }
+      const withUuid = { type: 'user', uuid: 'client-chosen', message: { role: 'user', content: 'one' } } as unknown as ClientFrame
+      const without = { type: 'user', message: { role: 'user', content: 'two' } } as unknown as ClientFrame
+      const answer = { type: 'control_response', response: { subtype: 'success', request_id: 'r1', response: { behavior: 'allow' } } } as unknown as ClientFrame
+      b.attach('c', 's1', port, 'controller')
+      for (const frame of [withUuid, without, answer]) b.frame(port, frame)
+      await settle()
+      await within(movedBack, 5000, 'the unconfirmed frames to come back')
+      const [one, two, three] = onC.handled as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>]
+      assert.equal(one.uuid, 'client-chosen', 'a uuid the client chose is kept')
+      assert.match(String(two.uuid), /^[0-9a-f-]{36}$/, 'the message without one got one')
+      assert.deepEqual({ ...two, uuid: undefined }, { ...without, uuid: undefined }, 'and nothing else changed')
+      assert.deepEqual(three, answer, 'other frames go as they are')
+      assert.deepEqual(onB.movedBack, [[one, two, three]], 'handed back as the owner ran them, uuids and all')
+    } finally {
+      await Promise.all([b.close(), c.close()])
     }
   })
 })
