@@ -161,7 +161,7 @@ describe('ClusterRouter: frames sent to a node that does not own the session', (
       for (const frame of [withUuid, without, answer]) b.frame(port, frame)
       await settle()
       await within(movedBack, 5000, 'the unconfirmed frames to come back')
-      const [one, two, three] = onC.handled as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>]
+      const [one, two, three] = onC.handled as unknown as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>]
       assert.equal(one.uuid, 'client-chosen', 'a uuid the client chose is kept')
       assert.match(String(two.uuid), /^[0-9a-f-]{36}$/, 'the message without one got one')
       assert.deepEqual({ ...two, uuid: undefined }, { ...without, uuid: undefined }, 'and nothing else changed')
