@@ -12,13 +12,14 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
 import pino, { type Logger } from 'pino'
 import { AnyOf, JwtAuthenticator } from './auth/jwt.js'
+import { LiveCredentials } from './auth/live-credentials.js'
 import { type Authenticator, StaticTokens } from './auth/static-tokens.js'
 import { TicketBook } from './auth/tickets.js'
 import type { CliLauncher } from './cli/cli-handle.js'
 import { CliProcess, forkHelper, runOnce } from './cli/cli-process.js'
 import { Spawner } from './cli/spawner.js'
 import { reapOrphans } from './cli/reaper.js'
-import type { Config } from './config.js'
+import { type Config, ConfigError } from './config.js'
 import { ControlPolicy } from './control/control-policy.js'
 import { GatewayError, closeCodes } from './errors.js'
 import { Metrics } from './metrics/metrics.js'
@@ -74,6 +75,24 @@ export interface GatewayState {
   /** Set when GATEWAY_TOKENS was unset: the token generated for this run (tenant `default`). */
   generatedToken: string | null
   shuttingDown: boolean
+  /**
+   * Applies the credentials of `next` (a configuration read again: SIGHUP):
+   * the tokens and JWT keys requests are checked with, ending each
+   * connection opened with a credential they no longer admit, and the
+   * tenants' API keys for CLIs started from now on. Everything else in
+   * `next` is ignored (it needs a restart). Throws ConfigError, changing
+   * nothing, when `next` would leave no way to authenticate.
+   */
+  reloadCredentials: (next: Config) => Promise<CredentialsReloaded>
+}
+
+/** What a credential reload changed. */
+export interface CredentialsReloaded {
+  /** False when the authenticator was passed in (AppParts): only the tenants' API keys were applied. */
+  authenticators: boolean
+  /** Connections (WebSockets, event streams) ended because their credential no longer holds. */
+  ended: number
+  tenantApiKeys: number
 }
 
 declare module 'fastify' {
@@ -104,18 +123,16 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   })
 
   let generatedToken: string | null = null
-  let authenticator = parts.authenticator
-  if (authenticator === undefined) {
-    let tokens = config.tokens
-    if (tokens === null && config.jwt === null) {
+  let initial = parts.authenticator
+  if (initial === undefined) {
+    if (config.tokens === null && config.jwt === null) {
       generatedToken = `cgw_${randomBytes(24).toString('base64url')}` // a prefix: never starts with '-', easy to spot in a leak
-      tokens = new Map([[generatedToken, 'default']])
     }
-    const all: Authenticator[] = []
-    if (tokens !== null) all.push(new StaticTokens(tokens))
-    if (config.jwt !== null) all.push(new JwtAuthenticator(config.jwt))
-    authenticator = all.length === 1 ? all[0] as Authenticator : new AnyOf(all)
+    initial = authenticatorFor(config, generatedToken)
   }
+  const authenticator = new LiveCredentials(initial)
+  // Read by CliPlan at each CLI start; a reload replaces what it holds.
+  const tenantApiKeys = new Map(config.tenantApiKeys ?? [])
   // Signed with the secret every node shares and spent in the store: redeemable on any node, once.
   const tickets = new TicketBook({ ttlMs: config.wsTicketTtlMs, secret: storeSecret, claimOnce: async (key, ttlMs) => await store.claimOnce(key, ttlMs) })
   const pidDir = join(config.dataDir, 'pids')
@@ -199,7 +216,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     launcher: config.claudeLauncher,
     env: cliEnv,
     cliEnvAllow: config.cliEnvAllow,
-    tenantApiKeys: config.tenantApiKeys,
+    tenantApiKeys,
     limits: {
       permissionTimeoutMs: config.permissionTimeoutMs,
       controlRequestTimeoutMs: config.controlRequestTimeoutMs,
@@ -230,7 +247,19 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   app.server.headersTimeout = config.headersTimeoutMs
   // Past this, Node drops new TCP connections at once; established ones are not touched.
   app.server.maxConnections = config.maxConnections
-  const state: GatewayState = { manager, store, heartbeat, generatedToken, shuttingDown: false }
+  const reloadCredentials = async (next: Config): Promise<CredentialsReloaded> => {
+    if (parts.authenticator === undefined && next.tokens === null && next.jwt === null && generatedToken === null) {
+      throw new ConfigError('credentials not reloaded: neither GATEWAY_TOKENS nor a JWT key is set now, so no one could sign in')
+    }
+    tenantApiKeys.clear()
+    for (const [tenant, key] of next.tenantApiKeys ?? []) tenantApiKeys.set(tenant, key)
+    // Without tokens or a JWT key now, the token generated at start stays (the only one anyone has).
+    const ended = parts.authenticator === undefined ? await authenticator.replace(authenticatorFor(next, generatedToken)) : 0
+    const result = { authenticators: parts.authenticator === undefined, ended, tenantApiKeys: tenantApiKeys.size }
+    logger.info(result, 'credentials reloaded')
+    return result
+  }
+  const state: GatewayState = { manager, store, heartbeat, generatedToken, shuttingDown: false, reloadCredentials }
   app.decorate('gateway', state)
   app.decorateRequest('tenant', '')
   // Routes declare zod schemas (src/routes/schemas.ts, src/protocol/): zod checks requests and JSON answers.
@@ -287,7 +316,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   await app.register(sessionRoutes, { manager, placement })
   await app.register(permissionRoutes, { manager })
   const tenantConnections = new TenantConnections(config.maxConnectionsPerTenant)
-  await app.register(eventRoutes, { manager, keepaliveIntervalMs: config.keepaliveIntervalMs, maxBufferedBytes: config.wsMaxBufferedBytes, maxClientsPerSession: config.maxClientsPerSession, tenantConnections, historyPageMaxBytes: config.historyPageMaxBytes })
+  await app.register(eventRoutes, { manager, keepaliveIntervalMs: config.keepaliveIntervalMs, maxBufferedBytes: config.wsMaxBufferedBytes, maxClientsPerSession: config.maxClientsPerSession, tenantConnections, historyPageMaxBytes: config.historyPageMaxBytes, credentials: authenticator })
   await app.register(wsRoutes, {
     manager,
     heartbeat,
@@ -295,7 +324,8 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     maxBufferedBytes: config.wsMaxBufferedBytes,
     maxClientsPerSession: config.maxClientsPerSession,
     maxFramesPerSec: config.wsMaxFramesPerSec,
-    tenantConnections
+    tenantConnections,
+    credentials: authenticator
   })
   await app.register(healthRoutes, { manager, store, maxSessions: config.maxSessions, isShuttingDown: () => state.shuttingDown })
   await app.register(consoleRoutes, { dir: parts.consoleDir })
@@ -362,4 +392,13 @@ function connectionsCheckingInterval (config: Config): number {
 
 function retention (config: Config): { maxEventsPerSession: number, ttlSecondsAfterEnd: number } {
   return { maxEventsPerSession: config.eventsMaxPerSession, ttlSecondsAfterEnd: config.eventsTtlSeconds }
+}
+
+/** Tokens (or the token generated at start, when none are set) and JWT keys, as one authenticator. */
+function authenticatorFor (config: Config, generatedToken: string | null): Authenticator {
+  const tokens = config.tokens ?? (config.jwt === null && generatedToken !== null ? new Map([[generatedToken, 'default']]) : null)
+  const all: Authenticator[] = []
+  if (tokens !== null) all.push(new StaticTokens(tokens))
+  if (config.jwt !== null) all.push(new JwtAuthenticator(config.jwt))
+  return all.length === 1 ? all[0] as Authenticator : new AnyOf(all)
 }

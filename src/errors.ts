@@ -83,7 +83,13 @@ export const closeCodes = {
    */
   tryAgainLater: 1013,
   /** The client kept sending frames far above WS_MAX_FRAMES_PER_SEC after being told. */
-  flood: 4029
+  flood: 4029,
+  /**
+   * The credential the connection was opened with no longer authenticates
+   * for its tenant: the operator reloaded the credentials (SIGHUP) without
+   * it. Reconnecting with it is refused (401); use a valid one.
+   */
+  credentialRevoked: 4401
 } as const
 
 /** The close code a WebSocket client gets for each way the gateway ends it (ClientPort.end). */
@@ -91,5 +97,6 @@ export const endCloseCodes = {
   slow_consumer: closeCodes.slowConsumer,
   store_unavailable: closeCodes.tryAgainLater,
   shutting_down: closeCodes.serviceRestart,
-  session_moved: closeCodes.serviceRestart
+  session_moved: closeCodes.serviceRestart,
+  credential_revoked: closeCodes.credentialRevoked
 } as const

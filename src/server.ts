@@ -1,7 +1,9 @@
 /**
  * Entry point: loads the configuration, builds the app, listens, and shuts
  * down cleanly on SIGTERM/SIGINT (clients closed with 1012, every CLI
- * stopped, the store flushed, exit 0).
+ * stopped, the store flushed, exit 0). SIGHUP reads the configuration again
+ * and applies its credentials (tokens, JWT keys, tenants' API keys: their
+ * `_FILE`s are read anew); a configuration that is not valid changes nothing.
  */
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig } from './config.js'
@@ -37,6 +39,18 @@ async function main (): Promise<void> {
   }
   process.on('SIGTERM', () => shutdown('SIGTERM'))
   process.on('SIGINT', () => shutdown('SIGINT'))
+  // One reload at a time: a second SIGHUP during one waits for it, then reads the files again.
+  let reloading: Promise<void> = Promise.resolve()
+  process.on('SIGHUP', () => {
+    reloading = reloading.then(async () => {
+      if (closing) return
+      try {
+        await app.gateway.reloadCredentials(loadConfig())
+      } catch (err) {
+        app.log.error({ err: err instanceof ConfigError ? err.message : err }, 'SIGHUP: credentials unchanged')
+      }
+    })
+  })
 
   const address = await app.listen({ port: config.port, host: config.host })
   const generated = app.gateway.generatedToken

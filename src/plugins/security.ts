@@ -67,6 +67,14 @@ declare module 'fastify' {
      */
     upgradeLimit: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
   }
+  interface FastifyRequest {
+    /**
+     * The bearer credential (token or JWT) the request was authenticated
+     * with; null for a ticket, a route's own check, or a public route. Long-lived
+     * connections keep it, so a credential reload can end theirs (src/auth/live-credentials.ts).
+     */
+    credential: string | null
+  }
   interface FastifyContextConfig {
     /**
      * How a route outside /v1 is authenticated: `'tenant'` as /v1 routes
@@ -90,6 +98,7 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
   const metrics = o.metrics ?? noopMetrics
   const sameOrigin = o.sameOrigin ?? true
 
+  app.decorateRequest('credential', null)
   app.addHook('onRequest', async (request) => {
     // Any loopback address literal is fine too (a rebinding page sends its own name, never an address).
     const host = hostName(request.headers.host)
@@ -126,13 +135,18 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
 
   async function authenticate (request: FastifyRequest): Promise<string | null> {
     const header = bearerToken(request.headers.authorization)
-    if (header !== null) return o.authenticator.authenticate(header)
+    if (header !== null) {
+      request.credential = header
+      return o.authenticator.authenticate(header)
+    }
     const ws = WS_ROUTE.exec(request.url)
     if (ws === null) return null
     const ticket = (request.query as Record<string, unknown>).ticket
     if (typeof ticket === 'string') return await o.tickets.redeem(ticket, decodeURIComponent(ws[1] as string).toLowerCase())
     const fromProtocol = protocolToken(request.headers['sec-websocket-protocol'])
-    return fromProtocol === null ? null : o.authenticator.authenticate(fromProtocol)
+    if (fromProtocol === null) return null
+    request.credential = fromProtocol
+    return o.authenticator.authenticate(fromProtocol)
   }
 
   await app.register(cors, {

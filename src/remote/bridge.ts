@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto'
 import WebSocket from 'ws'
 import type { RemoteArgs } from './argv.js'
 import { GatewayHttpError, type GatewayApi } from './gateway-api.js'
+import { closeCodes } from '../errors.js'
 import { isRecord } from '../protocol/is-record.js'
 import { requestIdOf, withoutSeq } from './frames.js'
 import { InFlight } from './in-flight.js'
@@ -259,6 +260,13 @@ export class RemoteBridge {
       if (this.#live) this.#downSince = Date.now()
       this.#live = false
       this.#io.debug(`connection closed (${code})`)
+      if (code === closeCodes.credentialRevoked) {
+        // Reconnecting with the same token would be refused: say why now rather than after a 401.
+        this.#io.warn(`the gateway no longer accepts CLAUDE_REMOTE_TOKEN (close ${code}): set a valid one and run again`)
+        this.#closed = true
+        this.#exit(1)
+        return
+      }
       this.#reconnectLater()
     })
   }

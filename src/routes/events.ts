@@ -20,6 +20,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import { GatewayError } from '../errors.js'
 import { eventsQuery } from '../protocol/session-options.js'
+import type { LiveCredentials } from '../auth/live-credentials.js'
 import type { TenantConnections } from '../net/tenant-connections.js'
 import { END_GRACE_MS, SHUTDOWN_END_GRACE_MS, SendQueue } from '../net/send-queue.js'
 import type { ClientPort, EndReason } from '../session/session.js'
@@ -40,6 +41,8 @@ export interface EventRoutesOptions {
   tenantConnections: TenantConnections
   /** A history page stops before passing this many bytes (HISTORY_PAGE_MAX_BYTES). */
   historyPageMaxBytes: number
+  /** Lists each stream, so a credential reload ends those it no longer admits. */
+  credentials?: LiveCredentials | undefined
 }
 
 const streamQuery = z.strictObject({
@@ -110,9 +113,12 @@ export async function eventRoutes (fastify: FastifyInstance, options: EventRoute
     res.flushHeaders()
 
     let done = false
+    const credential = request.credential
+    let unlist: (() => void) | undefined
     const release = (): void => {
       if (done) return
       done = true
+      unlist?.()
       releaseSlot()
       clearInterval(heartbeat)
       streams.delete(client)
@@ -121,6 +127,9 @@ export async function eventRoutes (fastify: FastifyInstance, options: EventRoute
     // Ended by us (slow reader, shutdown) or closed by the peer: detach at once either way.
     const client = new SseClient(res, options.maxBufferedBytes, release)
     streams.add(client)
+    if (credential !== null && options.credentials !== undefined) {
+      unlist = options.credentials.add({ tenant: request.tenant, credential, end: () => { client.end('credential_revoked', 'the credential this stream was opened with is no longer valid') } })
+    }
     const heartbeat = setInterval(() => client.tick(options.keepaliveIntervalMs), options.keepaliveIntervalMs)
     heartbeat.unref()
     res.once('close', () => client.close())

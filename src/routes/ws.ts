@@ -16,6 +16,7 @@ import type { ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { RawData, WebSocket } from 'ws'
 import { z } from 'zod'
+import type { LiveCredentials } from '../auth/live-credentials.js'
 import type { TicketBook } from '../auth/tickets.js'
 import { controlErrorFrame } from '../control/control-error.js'
 import { GatewayError, closeCodes, errorTable } from '../errors.js'
@@ -43,6 +44,8 @@ export interface WsRoutesOptions {
   maxFramesPerSec: number
   /** MAX_CONNECTIONS_PER_TENANT, shared with event streams. */
   tenantConnections: TenantConnections
+  /** Lists each socket opened with a bearer credential, so a credential reload ends those it no longer admits. */
+  credentials?: LiveCredentials | undefined
 }
 
 declare module 'fastify' {
@@ -111,8 +114,13 @@ export async function wsRoutes (fastify: FastifyInstance, options: WsRoutesOptio
       const log = app.log
       const reqId = request.id
       const raw = request.raw.socket as Socket
+      const credential = request.credential
+      const tenant = request.tenant
       forgetRequest(socket, request)
       const client = new WsClient(socket, raw, options.maxBufferedBytes)
+      const unlist = credential === null || options.credentials === undefined
+        ? undefined
+        : options.credentials.add({ tenant, credential, end: () => { client.end('credential_revoked', 'the credential this connection was opened with is no longer valid') } })
       heartbeat.add(client)
       const perSecond = options.maxFramesPerSec
       let limiter: FrameRateLimiter | null = null
@@ -141,6 +149,7 @@ export async function wsRoutes (fastify: FastifyInstance, options: WsRoutesOptio
         }
       })
       socket.on('close', () => {
+        unlist?.()
         release?.()
         heartbeat.delete(client)
         session.detach(client)

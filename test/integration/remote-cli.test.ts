@@ -10,7 +10,8 @@ import { readFileSync } from 'node:fs'
 import { createServer, connect, type Socket } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { test } from 'node:test'
-import { TOKEN_A, type TestGateway, eventually, gateway } from '../support/gateway.js'
+import { loadConfig } from '../../src/config.js'
+import { TOKEN_A, TOKEN_B, type TestGateway, eventually, gateway } from '../support/gateway.js'
 import { Waiters } from '../support/waiters.js'
 
 const BIN = fileURLToPath(new URL('../../bin/claude-remote', import.meta.url))
@@ -171,6 +172,21 @@ test('a turn through claude-remote: the CLI\'s lines byte for byte, no seq, no g
   const after = await gw.request('GET', `/v1/sessions/${session.id}`)
   assert.equal(after.body.status, 'stopped')
   assert.equal(after.body.pid, null)
+})
+
+test('a token the gateway revokes (credentials reloaded) ends claude-remote at once: exit 1, saying why, no reconnect loop', async (t) => {
+  const gw = await gateway(t)
+  const remote = spawnRemote(gw)
+  t.after(() => remote.child.kill('SIGKILL'))
+  remote.write(sdkInitialize())
+  remote.write(userLine('echo before the revocation'))
+  await remote.waitLine((f) => f.type === 'result')
+  // The operator takes tenant-a's token out and reloads (SIGHUP does this with the files read again).
+  const next = loadConfig({ DATA_DIR: gw.dataDir, GATEWAY_TOKENS: `${TOKEN_B}=tenant-b`, SANDBOX: 'none', ALLOW_UNSANDBOXED: 'true' })
+  const reloaded = await gw.app.gateway.reloadCredentials(next)
+  assert.equal(reloaded.ended, 1, 'its socket was the one opened with the revoked token')
+  assert.equal(await remote.exited, 1, remote.stderr())
+  assert.match(remote.stderr(), /no longer accepts CLAUDE_REMOTE_TOKEN \(close 4401\)/)
 })
 
 test('flags the gateway cannot honour and unknown flags: a clear stderr line, exit 2, no session', async (t) => {

@@ -1,0 +1,116 @@
+/**
+ * SIGHUP reloads the credentials (src/server.ts, src/auth/live-credentials.ts)
+ * of a real gateway process: its GATEWAY_TOKENS_FILE and TENANT_API_KEYS_FILE
+ * are read again; a token taken out stops working at once, for requests and
+ * for the WebSocket (closed 4401) and event stream (`end`,
+ * `credential_revoked`) opened with it, while other tenants' connections go
+ * on; a new CLI gets its tenant's new key. A file that is not valid changes
+ * nothing.
+ */
+import assert from 'node:assert/strict'
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { isHello, isResult } from '../support/frames.js'
+import { type ArgvDump, FAKE_CLI, TestClient, eventually } from '../support/gateway.js'
+import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process.js'
+import { SseReader } from '../support/sse-reader.js'
+
+const OLD_A = 'tenant-a-old-token-0001'
+const NEW_A = 'tenant-a-new-token-0002'
+const TOKEN_B = 'tenant-b-token-000000003'
+
+describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
+  let dir: string
+  let gateway: GatewayProcess
+  const clients: TestClient[] = []
+  const tokensFile = (): string => join(dir, 'tokens')
+  const keysFile = (): string => join(dir, 'tenant-keys')
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'cgw-reload-'))
+    writeFileSync(tokensFile(), `${OLD_A}=tenant-a,${TOKEN_B}=tenant-b\n`)
+    writeFileSync(keysFile(), 'tenant-a=sk-ant-old-key\n')
+    gateway = await startGatewayProcess({
+      DATA_DIR: join(dir, 'data'),
+      GATEWAY_TOKENS_FILE: tokensFile(),
+      TENANT_API_KEYS_FILE: keysFile(),
+      CLAUDE_BIN: FAKE_CLI,
+      CLAUDE_ARGS_EXTRA: `--fake-log-dir ${join(dir, 'fake-log')}`,
+      SANDBOX: 'none',
+      ALLOW_UNSANDBOXED: 'true',
+      LOG_LEVEL: 'info',
+      CLI_STOP_TIMEOUT_MS: '1000'
+    })
+  })
+  after(async () => {
+    for (const c of clients) c.terminate()
+    await gateway?.kill()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  const create = async (token: string): Promise<string> => {
+    const res = await fetch(`${gateway.url}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' })
+    assert.equal(res.status, 201, await res.clone().text())
+    return (await res.json() as { id: string }).id
+  }
+  const connect = async (token: string, sessionId: string): Promise<TestClient> => {
+    const client = await TestClient.open(`${gateway.url.replace('http', 'ws')}/v1/sessions/${sessionId}/ws`, { authorization: `Bearer ${token}` })
+    clients.push(client)
+    await client.waitFor(isHello)
+    return client
+  }
+  const list = async (token: string): Promise<number> => (await fetch(`${gateway.url}/v1/sessions`, { headers: { authorization: `Bearer ${token}` } })).status
+  /** The key the session's CLI was started with (its argv dump, written as it starts). */
+  const cliKey = async (sessionId: string): Promise<string | undefined> => {
+    const logDir = join(dir, 'fake-log')
+    const file = await eventually(() => existsSync(logDir) && readdirSync(logDir).find((f) => f.startsWith(`${sessionId}.`) && f.endsWith('.argv.json')), 10_000, 'the CLI\'s argv dump')
+    return (JSON.parse(readFileSync(join(logDir, file), 'utf8')) as ArgvDump).env.ANTHROPIC_API_KEY
+  }
+  /** Sends SIGHUP and waits for the `nth` log line saying what came of a reload. */
+  const reload = async (nth: number, line: RegExp): Promise<void> => {
+    gateway.child.kill('SIGHUP')
+    await eventually(() => (gateway.output().match(new RegExp(line.source, 'g')) ?? []).length >= nth, 10_000, `reload ${nth}: ${line.source}`)
+  }
+
+  it('ends what the old token opened, keeps the rest, and starts new CLIs with the new key', async () => {
+    const sessionA = await create(OLD_A)
+    const sessionB = await create(TOKEN_B)
+    assert.equal(await cliKey(sessionA), 'sk-ant-old-key')
+    const onA = await connect(OLD_A, sessionA)
+    const onB = await connect(TOKEN_B, sessionB)
+    const stream = await SseReader.open(`${gateway.url}/v1/sessions/${sessionA}/events/stream`, { authorization: `Bearer ${OLD_A}` })
+    assert.equal(stream.status, 200)
+    await stream.until(() => stream.frames.length > 0 || stream.comments.length > 0 || stream.gatewayFrames.length > 0, 10_000, 'the stream to start')
+
+    writeFileSync(tokensFile(), `${NEW_A}=tenant-a,${TOKEN_B}=tenant-b\n`)
+    writeFileSync(keysFile(), 'tenant-a=sk-ant-new-key\n')
+    await reload(1, /"msg":"credentials reloaded"/)
+    assert.match(gateway.output(), /"ended":2,"tenantApiKeys":1,"msg":"credentials reloaded"/)
+
+    assert.equal(await onA.waitClose(), 4401, 'the WebSocket opened with the old token is closed 4401')
+    const end = await stream.until(() => stream.events.find((e) => e.event === 'end'), 10_000, 'the end event')
+    assert.equal(JSON.parse(end.data).reason, 'credential_revoked')
+    assert.equal(await list(OLD_A), 401, 'the old token is refused')
+    assert.equal(await list(NEW_A), 200, 'the new one is taken')
+    await assert.rejects(connect(OLD_A, sessionA), (err: any) => err.statusCode === 401)
+
+    // Tenant B's socket was never touched: it still runs turns.
+    onB.sendUser('echo after the reload')
+    assert.equal((await onB.waitFor(isResult)).result, 'Echo: echo after the reload')
+    assert.equal(onB.closeCode, null)
+
+    // A CLI started from now on gets tenant A's new key; the one running keeps the key it started with.
+    const later = await create(NEW_A)
+    assert.equal(await cliKey(later), 'sk-ant-new-key')
+  })
+
+  it('a file that is not valid changes nothing', async () => {
+    writeFileSync(tokensFile(), 'short=tenant-a\n')
+    await reload(1, /"msg":"SIGHUP: credentials unchanged"/)
+    assert.match(gateway.output(), /GATEWAY_TOKENS \(read from GATEWAY_TOKENS_FILE\)/)
+    assert.equal(await list(NEW_A), 200)
+    assert.equal(await list('short'), 401)
+  })
+})
