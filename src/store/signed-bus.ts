@@ -30,6 +30,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { NodeBus } from './store.js'
+import { FirstSight } from '../util/first-sight.js'
 
 /** Why a received message was not delivered (the label of `cgw_node_bus_refused_total`). */
 export type BusRefusal = 'unsigned' | 'mac' | 'stale' | 'replay'
@@ -71,7 +72,7 @@ export class SignedBus implements NodeBus {
   #seq = 0
   readonly #senders = new Map<string, SenderState>()
   #lastPrune = 0
-  readonly #reported = new Set<string>()
+  readonly #reported = new FirstSight(REPORTED_MAX)
 
   constructor (inner: NodeBus, options: SignedBusOptions) {
     this.#inner = inner
@@ -152,13 +153,7 @@ export class SignedBus implements NodeBus {
   }
 
   #refuse (why: BusRefusal, sender: string, text: string): null {
-    const key = `${sender}\0${why}`
-    const first = !this.#reported.has(key)
-    if (first) {
-      if (this.#reported.size >= REPORTED_MAX) this.#reported.clear()
-      this.#reported.add(key)
-    }
-    this.#o.logger[first ? 'error' : 'debug']({ reason: why, sender, preview: text.slice(0, 80) }, 'node bus message refused: not signed by a node sharing STORE_SECRET, altered, out of its time, or a copy')
+    this.#o.logger[this.#reported.first(`${sender}\0${why}`) ? 'error' : 'debug']({ reason: why, sender, preview: text.slice(0, 80) }, 'node bus message refused: not signed by a node sharing STORE_SECRET, altered, out of its time, or a copy')
     this.#o.onRefused?.(why)
     return null
   }

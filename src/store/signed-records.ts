@@ -18,6 +18,7 @@ import type { Logger } from 'pino'
 import { sessionRecordSchema } from './record-schema.js'
 import type { EventFeed, EventStore, NodeBus, NodeLoad, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent } from './store.js'
 import { firstIssue } from '../protocol/first-issue.js'
+import { FirstSight } from '../util/first-sight.js'
 import { type BusRefusal, SignedBus } from './signed-bus.js'
 import { ConversationSeals, SEAL_BYTES } from './conversation-seal.js'
 
@@ -44,7 +45,7 @@ const REPORTED_MAX = 10_000
 export class SignedStore implements EventStore {
   readonly #inner: EventStore
   readonly #o: SignedStoreOptions
-  readonly #reported = new Set<string>()
+  readonly #reported = new FirstSight(REPORTED_MAX)
   #bus: SignedBus | null = null
   readonly #seals: ConversationSeals
 
@@ -156,13 +157,7 @@ export class SignedStore implements EventStore {
 
   /** Logs a refusal at error level once per session and reason, at debug after. */
   #report (id: string, why: string, message: string): void {
-    const key = `${id}\0${why}`
-    const first = !this.#reported.has(key)
-    if (first) {
-      if (this.#reported.size >= REPORTED_MAX) this.#reported.clear()
-      this.#reported.add(key)
-    }
-    this.#o.logger[first ? 'error' : 'debug']({ session: id, reason: why }, message)
+    this.#o.logger[this.#reported.first(`${id}\0${why}`) ? 'error' : 'debug']({ session: id, reason: why }, message)
   }
 
   #refusal (record: SessionRecord, id: string): string | null {

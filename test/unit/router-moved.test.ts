@@ -41,6 +41,14 @@ function recordingSession (owned: boolean): RoutedSession & { movedBack: ClientF
   }
 }
 
+/** A session not owned here, and a promise settled when the router first hands frames back to it. */
+function awaitingMovedBack (): { session: ReturnType<typeof recordingSession>, movedBack: Promise<void> } {
+  const recorded = recordingSession(false)
+  let cameBack: () => void = () => {}
+  const movedBack = new Promise<void>((resolve) => { cameBack = resolve })
+  return { session: { ...recorded, ownerMoved (port, frames) { recorded.ownerMoved(port, frames); cameBack() } }, movedBack }
+}
+
 /** Lets every queued bus message be delivered and answered. */
 async function settle (): Promise<void> {
   for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve))
@@ -110,10 +118,7 @@ describe('ClusterRouter: frames sent to a node that does not own the session', (
   it('an ack from the node a client was re-routed to does not confirm a frame sent to the node before it', async () => {
     const inboxes = new Map<string, (message: string) => void>()
     const logger = pino({ level: 'silent' })
-    const recorded = recordingSession(false)
-    let cameBack: () => void = () => {}
-    const movedBack = new Promise<void>((resolve) => { cameBack = resolve })
-    const onB: typeof recorded = { ...recorded, ownerMoved (port, frames) { recorded.ownerMoved(port, frames); cameBack() } }
+    const { session: onB, movedBack } = awaitingMovedBack()
     const onD = recordingSession(true)
     // C died: it never answers. B learns (as its follower does from the store) that D owns the session now.
     const b = new ClusterRouter({ bus: memoryBus(inboxes), node: 'b', logger, find: () => onB, heartbeatMs: 20 })
@@ -140,10 +145,7 @@ describe('ClusterRouter: frames sent to a node that does not own the session', (
   it('gives a user message without a uuid one before it leaves: the copy handed back after an owner died unconfirmed is the message the owner ran', async () => {
     const inboxes = new Map<string, (message: string) => void>()
     const logger = pino({ level: 'silent' })
-    const recorded = recordingSession(false)
-    let cameBack: () => void = () => {}
-    const movedBack = new Promise<void>((resolve) => { cameBack = resolve })
-    const onB: typeof recorded = { ...recorded, ownerMoved (port, frames) { recorded.ownerMoved(port, frames); cameBack() } }
+    const { session: onB, movedBack } = awaitingMovedBack()
     const onC = recordingSession(true)
     // C runs the message and dies before its ack leaves: B never hears from it again.
     const bus = memoryBus(inboxes)
