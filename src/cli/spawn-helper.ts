@@ -23,7 +23,8 @@
  * SIGTERM, then SIGKILL after the grace given as its first argument (ms),
  * then it exits. It ignores SIGINT and SIGTERM: sent to the gateway's process group
  * (a terminal's Ctrl-C) they reach it too, while the gateway, stopping its
- * CLIs, still needs it to learn their exits.
+ * CLIs, still needs it to learn their exits. And SIGHUP (a terminal's hangup),
+ * which the gateway takes as a credential reload and goes on with its helper.
  */
 import type { Socket } from 'node:net'
 import { spawnCli } from './cli-process.js'
@@ -120,5 +121,6 @@ function end (): void {
 
 process.on('SIGINT', () => {})
 process.on('SIGTERM', () => {})
+process.on('SIGHUP', () => {})
 process.on('message', (m: SpawnRequest) => { if (m.op === 'spawn' && !ending) start(m) })
 process.on('disconnect', end)

@@ -106,6 +106,20 @@ describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
     assert.equal(await cliKey(later), 'sk-ant-new-key')
   })
 
+  it('a hangup reaching the whole process group (a terminal closed) leaves the gateway and its spawn helper running', async () => {
+    const children = (pid: number): number[] => readdirSync(`/proc/${pid}/task`)
+      .flatMap((task) => readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ').filter((p) => p !== '').map(Number))
+    // The spawn helper is the gateway's child that is not a CLI (CLIs are the helper's children).
+    const helpers = children(gateway.pid).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('spawn-helper'))
+    assert.equal(helpers.length, 1, 'one spawn helper')
+    const helper = helpers[0] as number
+    process.kill(helper, 'SIGHUP')
+    await reload(2, /"msg":"credentials reloaded"/)
+    assert.ok(existsSync(`/proc/${helper}`) && !readFileSync(`/proc/${helper}/stat`, 'utf8').includes(') Z '), 'the helper lives on')
+    const started = await create(NEW_A)
+    assert.equal(await cliKey(started), 'sk-ant-new-key', 'CLIs still start through it')
+  })
+
   it('a file that is not valid changes nothing', async () => {
     writeFileSync(tokensFile(), 'short=tenant-a\n')
     await reload(1, /"msg":"SIGHUP: credentials unchanged"/)
