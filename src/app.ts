@@ -79,7 +79,7 @@ export interface GatewayState {
    * Applies the credentials of `next` (a configuration read again: SIGHUP):
    * the tokens and JWT keys requests are checked with, ending each
    * connection opened with a credential they no longer admit, and the
-   * tenants' API keys for CLIs started from now on. Everything else in
+   * shared and the tenants' API credentials for CLIs started from now on. Everything else in
    * `next` is ignored (it needs a restart). Throws ConfigError, changing
    * nothing, when `next` would leave no way to authenticate.
    */
@@ -90,6 +90,8 @@ export interface GatewayState {
 export interface CredentialsReloaded {
   /** False when the authenticator was passed in (AppParts): only the tenants' API keys were applied. */
   authenticators: boolean
+  /** Whether a shared ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN is set now (for CLIs started from now on). */
+  sharedApiCredential: boolean
   /** Connections (WebSockets, event streams) ended because their credential no longer holds. */
   ended: number
   tenantApiKeys: number
@@ -150,11 +152,12 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     spawner
   }))
 
-  // The credential loadConfig read (ANTHROPIC_API_KEY, or its _FILE: then it is in no environment) goes to the CLI.
-  const cliEnv = Object.keys(config.anthropicCredentials).length === 0 ? parts.env : { ...(parts.env ?? process.env), ...config.anthropicCredentials }
+  // The CLIs' environment source, with the credential loadConfig read (ANTHROPIC_API_KEY, or its
+  // _FILE: then it is in no environment); a credential reload replaces that credential in it.
+  const cliEnv: NodeJS.ProcessEnv = { ...(parts.env ?? process.env), ...config.anthropicCredentials }
   // Limits wrap the sandbox from outside: bwrap, its init and socat count against them too.
   const limits = gatewayLimits(config, { inner: launch, logger, probe: runOnce })
-  const sandbox = gatewaySandbox(config, { inner: limits.launch, logger, cliEnv: cliEnv ?? process.env, probe: parts.probeSandbox ?? runOnce, metrics })
+  const sandbox = gatewaySandbox(config, { inner: limits.launch, logger, cliEnv, probe: parts.probeSandbox ?? runOnce, metrics })
 
   // Client frames for sessions whose CLI runs on another node go there through the store's node bus.
   const router = new ClusterRouter({
@@ -253,9 +256,12 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     }
     tenantApiKeys.clear()
     for (const [tenant, key] of next.tenantApiKeys ?? []) tenantApiKeys.set(tenant, key)
+    delete cliEnv.ANTHROPIC_API_KEY
+    delete cliEnv.ANTHROPIC_AUTH_TOKEN
+    Object.assign(cliEnv, next.anthropicCredentials)
     // Without tokens or a JWT key now, the token generated at start stays (the only one anyone has).
     const ended = parts.authenticator === undefined ? await authenticator.replace(authenticatorFor(next, generatedToken)) : 0
-    const result = { authenticators: parts.authenticator === undefined, ended, tenantApiKeys: tenantApiKeys.size }
+    const result = { authenticators: parts.authenticator === undefined, sharedApiCredential: Object.keys(next.anthropicCredentials).length > 0, ended, tenantApiKeys: tenantApiKeys.size }
     logger.info(result, 'credentials reloaded')
     return result
   }

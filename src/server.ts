@@ -2,8 +2,9 @@
  * Entry point: loads the configuration, builds the app, listens, and shuts
  * down cleanly on SIGTERM/SIGINT (clients closed with 1012, every CLI
  * stopped, the store flushed, exit 0). SIGHUP reads the configuration again
- * and applies its credentials (tokens, JWT keys, tenants' API keys: their
- * `_FILE`s are read anew); a configuration that is not valid changes nothing.
+ * and applies its credentials (tokens, JWT keys, the shared and the tenants'
+ * API keys: their `_FILE`s are read anew); a configuration that is not valid
+ * changes nothing.
  */
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig } from './config.js'

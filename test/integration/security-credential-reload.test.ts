@@ -4,8 +4,8 @@
  * are read again; a token taken out stops working at once, for requests and
  * for the WebSocket (closed 4401) and event stream (`end`,
  * `credential_revoked`) opened with it, while other tenants' connections go
- * on; a new CLI gets its tenant's new key. A file that is not valid changes
- * nothing.
+ * on; a new CLI gets the new keys (ANTHROPIC_API_KEY_FILE, its tenant's).
+ * A file that is not valid changes nothing.
  */
 import assert from 'node:assert/strict'
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
@@ -27,15 +27,18 @@ describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
   const clients: TestClient[] = []
   const tokensFile = (): string => join(dir, 'tokens')
   const keysFile = (): string => join(dir, 'tenant-keys')
+  const sharedKeyFile = (): string => join(dir, 'shared-key')
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'cgw-reload-'))
     writeFileSync(tokensFile(), `${OLD_A}=tenant-a,${TOKEN_B}=tenant-b\n`)
     writeFileSync(keysFile(), 'tenant-a=sk-ant-old-key\n')
+    writeFileSync(sharedKeyFile(), 'sk-ant-shared-old\n')
     gateway = await startGatewayProcess({
       DATA_DIR: join(dir, 'data'),
       GATEWAY_TOKENS_FILE: tokensFile(),
       TENANT_API_KEYS_FILE: keysFile(),
+      ANTHROPIC_API_KEY_FILE: sharedKeyFile(),
       CLAUDE_BIN: FAKE_CLI,
       CLAUDE_ARGS_EXTRA: `--fake-log-dir ${join(dir, 'fake-log')}`,
       SANDBOX: 'none',
@@ -78,6 +81,7 @@ describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
     const sessionA = await create(OLD_A)
     const sessionB = await create(TOKEN_B)
     assert.equal(await cliKey(sessionA), 'sk-ant-old-key')
+    assert.equal(await cliKey(sessionB), 'sk-ant-shared-old', 'tenant B has no key of its own: the shared one')
     const onA = await connect(OLD_A, sessionA)
     const onB = await connect(TOKEN_B, sessionB)
     const stream = await SseReader.open(`${gateway.url}/v1/sessions/${sessionA}/events/stream`, { authorization: `Bearer ${OLD_A}` })
@@ -86,6 +90,7 @@ describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
 
     writeFileSync(tokensFile(), `${NEW_A}=tenant-a,${TOKEN_B}=tenant-b\n`)
     writeFileSync(keysFile(), 'tenant-a=sk-ant-new-key\n')
+    writeFileSync(sharedKeyFile(), 'sk-ant-shared-new\n')
     await reload(1, /"msg":"credentials reloaded"/)
     assert.match(gateway.output(), /"ended":2,"tenantApiKeys":1,"msg":"credentials reloaded"/)
 
@@ -101,9 +106,10 @@ describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
     assert.equal((await onB.waitFor(isResult)).result, 'Echo: echo after the reload')
     assert.equal(onB.closeCode, null)
 
-    // A CLI started from now on gets tenant A's new key; the one running keeps the key it started with.
+    // A CLI started from now on gets the new keys; the ones running keep the keys they started with.
     const later = await create(NEW_A)
     assert.equal(await cliKey(later), 'sk-ant-new-key')
+    assert.equal(await cliKey(await create(TOKEN_B)), 'sk-ant-shared-new')
   })
 
   it('a hangup reaching the whole process group (a terminal closed) leaves the gateway and its spawn helper running', async () => {
