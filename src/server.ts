@@ -4,8 +4,14 @@
  * stopped, the store flushed, exit 0). SIGHUP reads the configuration again
  * and applies its credentials (tokens, JWT keys, the shared and the tenants'
  * API keys: their `_FILE`s are read anew); a configuration that is not valid
- * changes nothing.
+ * changes nothing. Started from a terminal that has since hung up (closed),
+ * SIGHUP means what it always meant: the gateway ends at once, as it did
+ * before it reloaded anything (its logs have nowhere to go: a write to the
+ * dead terminal would hold it for ever), and its spawn helper, seeing it go,
+ * ends the CLIs. (Node resets an inherited SIG_IGN at start, so `nohup`
+ * never kept a gateway through a hangup; it does not now either.)
  */
+import { closeSync, openSync } from 'node:fs'
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig } from './config.js'
 
@@ -42,7 +48,13 @@ async function main (): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'))
   // One reload at a time: a second SIGHUP during one waits for it, then reads the files again.
   let reloading: Promise<void> = Promise.resolve()
+  const fromTerminal = hasTerminal()
   process.on('SIGHUP', () => {
+    if (fromTerminal && !hasTerminal()) {
+      process.removeAllListeners('SIGHUP')
+      process.kill(process.pid, 'SIGHUP')
+      return
+    }
     reloading = reloading.then(async () => {
       if (closing) return
       try {
@@ -60,6 +72,16 @@ async function main (): Promise<void> {
   if (generated !== null) {
     // Printed once, to the terminal only (never logged): the operator's key for this run, alone on its line.
     process.stderr.write(`GATEWAY_TOKENS is unset; this run's token (tenant "default"), for the console's sign-in or "Authorization: Bearer <token>":\n\n${generated}\n\n`)
+  }
+}
+
+/** Whether this process has a controlling terminal that has not hung up (its /dev/tty opens). */
+function hasTerminal (): boolean {
+  try {
+    closeSync(openSync('/dev/tty', 'r'))
+    return true
+  } catch {
+    return false
   }
 }
 

@@ -5,18 +5,22 @@
  * for the WebSocket (closed 4401) and event stream (`end`,
  * `credential_revoked`) opened with it, while other tenants' connections go
  * on; a new CLI gets the new keys (ANTHROPIC_API_KEY_FILE, its tenant's).
- * A file that is not valid changes nothing.
+ * A file that is not valid changes nothing. From a terminal that closed,
+ * SIGHUP still ends the gateway (a pty from util-linux's `script`).
  */
 import assert from 'node:assert/strict'
+import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { after, before, describe, it } from 'node:test'
 import { isHello, isResult } from '../support/frames.js'
-import { type ArgvDump, FAKE_CLI, TestClient, eventually } from '../support/gateway.js'
-import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process.js'
+import { type ArgvDump, FAKE_CLI, TestClient, eventually, processAlive } from '../support/gateway.js'
+import { type GatewayProcess, freePort, startGatewayProcess } from '../support/gateway-process.js'
 import { SseReader } from '../support/sse-reader.js'
 
+const REPO = fileURLToPath(new URL('../..', import.meta.url))
 const OLD_A = 'tenant-a-old-token-0001'
 const NEW_A = 'tenant-a-new-token-0002'
 const TOKEN_B = 'tenant-b-token-000000003'
@@ -132,5 +136,43 @@ describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
     assert.match(gateway.output(), /GATEWAY_TOKENS \(read from GATEWAY_TOKENS_FILE\)/)
     assert.equal(await list(NEW_A), 200)
     assert.equal(await list('short'), 401)
+  })
+})
+
+/** Why the terminal case cannot run here, or false: it needs util-linux's `script` to give the gateway a terminal. */
+function scriptMissing (): string | false {
+  const found = spawnSync('script', ['--version'], { stdio: 'ignore' })
+  return found.error === undefined && found.status === 0 ? false : 'needs `script` (util-linux) to run the gateway in a terminal'
+}
+
+describe('SIGHUP from a terminal that closed', { timeout: 60_000 }, () => {
+  it('ends the gateway and its spawn helper, as a hangup always did, instead of reloading', { skip: scriptMissing() }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cgw-hangup-'))
+    const port = await freePort()
+    const pidFile = join(dir, 'pid')
+    // `script` gives the gateway a terminal of its own (a pty) and holds its other end: killing it closes the terminal.
+    const terminal = spawn('script', ['-qfec', `sh -c 'echo $$ > ${pidFile}; exec node --import tsx src/server.ts'`, '/dev/null'], {
+      cwd: REPO,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: String(port), HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), GATEWAY_TOKENS: `${NEW_A}=tenant-a`, CLAUDE_BIN: FAKE_CLI, SANDBOX: 'none', ALLOW_UNSANDBOXED: 'true', LOG_LEVEL: 'info' },
+      stdio: 'ignore'
+    })
+    let pid = 0
+    try {
+      await eventually(async () => {
+        try { return (await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200 } catch { return false }
+      }, 15_000, 'the gateway in the terminal to answer /healthz')
+      pid = Number(readFileSync(pidFile, 'utf8'))
+      const helper = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter((p) => p !== '').map(Number)
+        .find((child) => readFileSync(`/proc/${child}/cmdline`, 'utf8').includes('spawn-helper'))
+      assert.ok(helper !== undefined, 'the gateway forked its spawn helper')
+      terminal.kill('SIGKILL')
+      await eventually(() => !processAlive(pid), 10_000, 'the gateway to end with its terminal')
+      await eventually(() => !processAlive(helper), 10_000, 'its spawn helper to end with it')
+      await assert.rejects(fetch(`http://127.0.0.1:${port}/healthz`), 'nothing listens on its port any more')
+    } finally {
+      terminal.kill('SIGKILL')
+      if (pid !== 0 && processAlive(pid)) process.kill(pid, 'SIGKILL')
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })
