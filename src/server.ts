@@ -4,12 +4,13 @@
  * stopped, the store flushed, exit 0). SIGHUP reads the configuration again
  * and applies its credentials (tokens, JWT keys, the shared and the tenants'
  * API keys: their `_FILE`s are read anew); a configuration that is not valid
- * changes nothing. Started from a terminal that has since hung up (closed),
- * SIGHUP means what it always meant: the gateway ends at once, as it did
- * before it reloaded anything (its logs have nowhere to go: a write to the
- * dead terminal would hold it for ever), and its spawn helper, seeing it go,
- * ends the CLIs. (Node resets an inherited SIG_IGN at start, so `nohup`
- * never kept a gateway through a hangup; it does not now either.)
+ * changes nothing. That is for a gateway without a controlling terminal (a
+ * service, a container without a tty): in a terminal, SIGHUP is the
+ * terminal's hangup and keeps the kernel's default action, so closing the
+ * window `npm start` runs in ends the gateway at once, as it always did (a
+ * handler could not be relied on: a log line written to the dead terminal
+ * first holds the process for ever). Its spawn helper, seeing it go, ends
+ * the CLIs.
  */
 import { closeSync, openSync } from 'node:fs'
 import { buildApp } from './app.js'
@@ -48,13 +49,7 @@ async function main (): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'))
   // One reload at a time: a second SIGHUP during one waits for it, then reads the files again.
   let reloading: Promise<void> = Promise.resolve()
-  const fromTerminal = hasTerminal()
-  process.on('SIGHUP', () => {
-    if (fromTerminal && !hasTerminal()) {
-      process.removeAllListeners('SIGHUP')
-      process.kill(process.pid, 'SIGHUP')
-      return
-    }
+  if (!hasTerminal()) process.on('SIGHUP', () => {
     reloading = reloading.then(async () => {
       if (closing) return
       try {
@@ -75,7 +70,7 @@ async function main (): Promise<void> {
   }
 }
 
-/** Whether this process has a controlling terminal that has not hung up (its /dev/tty opens). */
+/** Whether this process has a controlling terminal (its /dev/tty opens). */
 function hasTerminal (): boolean {
   try {
     closeSync(openSync('/dev/tty', 'r'))

@@ -5,8 +5,8 @@
  * for the WebSocket (closed 4401) and event stream (`end`,
  * `credential_revoked`) opened with it, while other tenants' connections go
  * on; a new CLI gets the new keys (ANTHROPIC_API_KEY_FILE, its tenant's).
- * A file that is not valid changes nothing. From a terminal that closed,
- * SIGHUP still ends the gateway (a pty from util-linux's `script`).
+ * A file that is not valid changes nothing. A gateway in a terminal (a pty
+ * from util-linux's `script`) still ends when the terminal closes.
  */
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
@@ -117,8 +117,6 @@ describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
   })
 
   it('a hangup reaching the whole process group (a terminal closed) leaves the gateway and its spawn helper running', async () => {
-    const children = (pid: number): number[] => readdirSync(`/proc/${pid}/task`)
-      .flatMap((task) => readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ').filter((p) => p !== '').map(Number))
     // The spawn helper is the gateway's child that is not a CLI (CLIs are the helper's children).
     const helpers = children(gateway.pid).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('spawn-helper'))
     assert.equal(helpers.length, 1, 'one spawn helper')
@@ -139,19 +137,24 @@ describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
   })
 })
 
+/** A process's children, from its main thread's list in /proc. */
+function children (pid: number): number[] {
+  return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter((p) => p !== '').map(Number)
+}
+
 /** Why the terminal case cannot run here, or false: it needs util-linux's `script` to give the gateway a terminal. */
 function scriptMissing (): string | false {
   const found = spawnSync('script', ['--version'], { stdio: 'ignore' })
   return found.error === undefined && found.status === 0 ? false : 'needs `script` (util-linux) to run the gateway in a terminal'
 }
 
-describe('SIGHUP from a terminal that closed', { timeout: 60_000 }, () => {
-  it('ends the gateway and its spawn helper, as a hangup always did, instead of reloading', { skip: scriptMissing() }, async () => {
+describe('SIGHUP in a terminal', { timeout: 60_000 }, () => {
+  it('is the terminal\'s hangup: closing it ends the gateway and its spawn helper, as it always did', { skip: scriptMissing() }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cgw-hangup-'))
     const port = await freePort()
-    const pidFile = join(dir, 'pid')
-    // `script` gives the gateway a terminal of its own (a pty) and holds its other end: killing it closes the terminal.
-    const terminal = spawn('script', ['-qfec', `sh -c 'echo $$ > ${pidFile}; exec node --import tsx src/server.ts'`, '/dev/null'], {
+    // `script` gives the gateway a terminal of its own (a pty, the gateway its session leader) and holds its other
+    // end: killing it closes the terminal, and the kernel sends the gateway SIGHUP.
+    const terminal = spawn('script', ['-qfec', 'exec node --import tsx src/server.ts', '/dev/null'], {
       cwd: REPO,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: String(port), HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), GATEWAY_TOKENS: `${NEW_A}=tenant-a`, CLAUDE_BIN: FAKE_CLI, SANDBOX: 'none', ALLOW_UNSANDBOXED: 'true', LOG_LEVEL: 'info' },
       stdio: 'ignore'
@@ -161,9 +164,9 @@ describe('SIGHUP from a terminal that closed', { timeout: 60_000 }, () => {
       await eventually(async () => {
         try { return (await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200 } catch { return false }
       }, 15_000, 'the gateway in the terminal to answer /healthz')
-      pid = Number(readFileSync(pidFile, 'utf8'))
-      const helper = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter((p) => p !== '').map(Number)
-        .find((child) => readFileSync(`/proc/${child}/cmdline`, 'utf8').includes('spawn-helper'))
+      pid = children(terminal.pid as number).find((child) => readFileSync(`/proc/${child}/cmdline`, 'utf8').includes('src/server.ts')) ?? 0
+      assert.ok(pid !== 0, 'the gateway runs under script')
+      const helper = children(pid).find((child) => readFileSync(`/proc/${child}/cmdline`, 'utf8').includes('spawn-helper'))
       assert.ok(helper !== undefined, 'the gateway forked its spawn helper')
       terminal.kill('SIGKILL')
       await eventually(() => !processAlive(pid), 10_000, 'the gateway to end with its terminal')

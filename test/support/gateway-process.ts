@@ -68,7 +68,9 @@ export async function startGatewayProcess (env: Record<string, string>, timeoutM
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
     cwd: REPO,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env, PORT: String(port), HOST: '127.0.0.1' },
-    stdio: ['ignore', 'pipe', 'pipe']
+    stdio: ['ignore', 'pipe', 'pipe'],
+    // A session of its own, without the terminal `npm test` may run in: as a service runs, so SIGHUP reloads.
+    detached: true
   })
   let output = ''
   child.stdout?.on('data', (d: Buffer) => { output += d.toString('utf8') })
