@@ -40,7 +40,7 @@ export interface SignedBusOptions {
   /** The store secret (STORE_SECRET); the signing key is derived from it. */
   secret: string
   logger: Logger
-  /** Deliver messages that carry no signature (a node of an older version), each logged at warn. Default false. */
+  /** Deliver messages that carry no signature (a node of an older version): the first logged at warn, the rest at debug. Default false. */
   acceptUnsigned?: boolean | undefined
   /** How far a message's time may be from the receiver's clock (either way). Default 120000. */
   maxAgeMs?: number | undefined
@@ -104,7 +104,8 @@ export class SignedBus implements NodeBus {
   #open (node: string, text: string): string | null {
     if (!text.startsWith(PREFIX)) {
       if (this.#o.acceptUnsigned === true) {
-        this.#o.logger.warn({ preview: text.slice(0, 80) }, 'unsigned node bus message delivered (STORE_ACCEPT_UNSIGNED): turn it off once every node signs')
+        // Once at warn, then at debug: an upgrade's old nodes send several a second (heartbeats).
+        this.#o.logger[this.#reported.first('\0accepted unsigned') ? 'warn' : 'debug']({ preview: text.slice(0, 80) }, 'unsigned node bus message delivered (STORE_ACCEPT_UNSIGNED): turn it off once every node signs')
         return text
       }
       return this.#refuse('unsigned', 'unknown', text)

@@ -29,7 +29,7 @@ export interface SignedStoreOptions {
   logger: Logger
   /**
    * Deliver node bus messages without a signature, and read conversation
-   * copies without a seal, each logged at warn (STORE_ACCEPT_UNSIGNED: what a
+   * copies without a seal, logged at warn (messages: the first one) (STORE_ACCEPT_UNSIGNED: what a
    * version before they were signed wrote, for the upgrade).
    */
   acceptUnsigned?: boolean | undefined

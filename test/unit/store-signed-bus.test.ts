@@ -101,7 +101,7 @@ describe('SignedBus', () => {
     assert.deepEqual(strict.got, [])
     assert.deepEqual(strict.refused, ['unsigned'])
     assert.deepEqual(upgrading.got, ['{"k":"detach","s":"x","c":"c"}'])
-    assert.equal(upgrading.logs[0].level, 40, 'each unsigned message delivered is logged at warn')
+    assert.equal(upgrading.logs[0].level, 40, 'the first unsigned message delivered is logged at warn')
     // Accepting unsigned messages does not mean accepting badly signed ones.
     await sender(tap, { secret: 'o'.repeat(40) }).send('node-c', '{}')
     tap.deliver('node-c', (tap.sent[0] as { text: string }).text)
