@@ -29,6 +29,19 @@ export interface CliSpawnSpec {
    * shows read-write, and the session's folder (created and entered inside).
    */
   sandbox?: { tenantRoot: string, configDir: string, workdir: string }
+  /**
+   * The Anthropic API credential a CLI of this session would be started with
+   * now. A sandbox egress proxy that holds the credential
+   * (SANDBOX_CREDENTIALS=proxy) asks it at each API request, so a credential
+   * reload reaches CLIs already running; `env` keeps the one read at spawn.
+   */
+  apiCredential?: () => ApiCredential
+}
+
+/** ANTHROPIC_API_KEY and ANTHROPIC_AUTH_TOKEN, each absent when not set. */
+export interface ApiCredential {
+  apiKey?: string | undefined
+  authToken?: string | undefined
 }
 
 export interface CliCallbacks {

@@ -4,9 +4,12 @@
  * one operator key usually serves every tenant; so the sandboxed CLI gets a
  * placeholder in its place and an ANTHROPIC_BASE_URL on its own egress proxy,
  * which sends each of its API requests on to the real API with the real
- * credential (egress-proxy.ts, http-relay.ts).
+ * credential (egress-proxy.ts, http-relay.ts). Given the spec's live
+ * credential, the proxy reads it at each request, so a running CLI's API
+ * calls carry a rotated key from the moment the gateway reloads it.
  */
 import { readFileSync } from 'node:fs'
+import type { ApiCredential } from '../cli/cli-handle.js'
 
 /** What a sandboxed CLI finds in ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN instead of the credential. */
 export const CREDENTIAL_PLACEHOLDER = 'held-by-claude-gateway'
@@ -19,8 +22,8 @@ const OTHER_PROVIDERS = ['CLAUDE_CODE_USE_BEDROCK', 'CLAUDE_CODE_USE_VERTEX', 'C
 export interface HeldCredentials {
   /** The real API: the CLI's ANTHROPIC_BASE_URL, else the Anthropic API. */
   upstream: URL
-  /** Set on every forwarded request, in place of whatever credential headers the CLI sent. */
-  headers: Record<string, string>
+  /** Set on every forwarded request, in place of whatever credential headers the CLI sent; asked per request. */
+  headers: () => Record<string, string>
   /** The client certificate the CLI would have presented (CLAUDE_CODE_CLIENT_CERT / _KEY / _KEY_PASSPHRASE). */
   tls?: { cert: Buffer, key: Buffer, passphrase?: string }
 }
@@ -38,9 +41,11 @@ export interface SandboxCredentials {
  * sandbox). Nothing is held, and the environment is returned unchanged,
  * when there is no ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, when another
  * provider is switched on, or when ANTHROPIC_BASE_URL is not an http(s) URL
- * (the CLI then fails as it would have without a sandbox).
+ * (the CLI then fails as it would have without a sandbox). `live`, when
+ * given, is the credential now (it may change, or go): the requests then
+ * carry whatever it says, not what `env` had.
  */
-export function holdCredentials (env: Record<string, string>, inBoxUrl: string): SandboxCredentials {
+export function holdCredentials (env: Record<string, string>, inBoxUrl: string, live?: () => ApiCredential): SandboxCredentials {
   const key = nonEmpty(env.ANTHROPIC_API_KEY)
   const token = nonEmpty(env.ANTHROPIC_AUTH_TOKEN)
   if ((key === undefined && token === undefined) || OTHER_PROVIDERS.some((name) => truthy(env[name]))) return { env, held: null }
@@ -52,17 +57,11 @@ export function holdCredentials (env: Record<string, string>, inBoxUrl: string):
   }
   if (upstream.protocol !== 'https:' && upstream.protocol !== 'http:') return { env, held: null }
 
-  const headers: Record<string, string> = {}
   const inside: Record<string, string> = { ...env, ANTHROPIC_BASE_URL: inBoxUrl }
-  if (key !== undefined) {
-    headers['x-api-key'] = key
-    inside.ANTHROPIC_API_KEY = CREDENTIAL_PLACEHOLDER
-  }
-  if (token !== undefined) {
-    headers.authorization = `Bearer ${token}`
-    inside.ANTHROPIC_AUTH_TOKEN = CREDENTIAL_PLACEHOLDER
-  }
-  const held: HeldCredentials = { upstream, headers }
+  if (key !== undefined) inside.ANTHROPIC_API_KEY = CREDENTIAL_PLACEHOLDER
+  if (token !== undefined) inside.ANTHROPIC_AUTH_TOKEN = CREDENTIAL_PLACEHOLDER
+  const atSpawn = credentialHeaders({ apiKey: key, authToken: token })
+  const held: HeldCredentials = { upstream, headers: live === undefined ? () => atSpawn : () => credentialHeaders(live()) }
   const cert = nonEmpty(env.CLAUDE_CODE_CLIENT_CERT)
   const certKey = nonEmpty(env.CLAUDE_CODE_CLIENT_KEY)
   if (cert !== undefined && certKey !== undefined) {
@@ -73,6 +72,16 @@ export function holdCredentials (env: Record<string, string>, inBoxUrl: string):
   // The CLI talks plain HTTP to its proxy: it has no use for a client certificate, and its key's passphrase is a secret too.
   for (const name of ['CLAUDE_CODE_CLIENT_CERT', 'CLAUDE_CODE_CLIENT_KEY', 'CLAUDE_CODE_CLIENT_KEY_PASSPHRASE']) delete inside[name]
   return { env: inside, held }
+}
+
+/** The headers that carry `credential` (a key as x-api-key, a token as a bearer), each only when set. */
+function credentialHeaders (credential: ApiCredential): Record<string, string> {
+  const headers: Record<string, string> = {}
+  const key = nonEmpty(credential.apiKey)
+  const token = nonEmpty(credential.authToken)
+  if (key !== undefined) headers['x-api-key'] = key
+  if (token !== undefined) headers.authorization = `Bearer ${token}`
+  return headers
 }
 
 function nonEmpty (value: string | undefined): string | undefined {

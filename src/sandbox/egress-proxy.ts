@@ -163,7 +163,7 @@ export class EgressProxy {
     relayHttp(req, res, {
       url,
       drop: CREDENTIAL_HEADERS,
-      set: { host: url.host, ...held.headers },
+      set: { host: url.host, ...held.headers() },
       agent: this.#apiAgent ?? undefined,
       label: held.upstream.host
     }, this.#log)

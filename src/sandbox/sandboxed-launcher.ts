@@ -4,7 +4,8 @@
  * spawn and closes when that CLI has exited. The session manager marks each
  * spec with the folders the sandbox may show (`spec.sandbox`); a spec without
  * them is refused, never run unsandboxed. With SANDBOX_CREDENTIALS=proxy the
- * API credential stays with that proxy (api-credentials.ts).
+ * API credential stays with that proxy (api-credentials.ts), which reads the
+ * spec's live credential at each request.
  */
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
@@ -46,7 +47,7 @@ export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLaunche
     const mounts = spec.sandbox
     if (mounts === undefined) throw new Error(`session ${spec.sessionId}: no sandbox folders in the spawn spec; refusing to run the CLI unsandboxed`)
     const socketPath = join(options.socketDir, `${randomBytes(6).toString('hex')}.sock`)
-    const { env, held } = options.credentials === 'proxy' ? holdCredentials(spec.env, `http://127.0.0.1:${port}`) : { env: spec.env, held: null }
+    const { env, held } = options.credentials === 'proxy' ? holdCredentials(spec.env, `http://127.0.0.1:${port}`, spec.apiCredential) : { env: spec.env, held: null }
     const proxy = new EgressProxy({
       socketPath,
       allow: options.egress,

@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { buildCliArgs } from '../cli/cli-args.js'
 import { buildCliEnv } from '../cli/cli-env.js'
-import type { CliSpawnSpec } from '../cli/cli-handle.js'
+import type { ApiCredential, CliSpawnSpec } from '../cli/cli-handle.js'
 import type { PolicyScope } from '../control/control-policy.js'
 import { GatewayError } from '../errors.js'
 import type { SessionOptions } from '../protocol/session-options.js'
@@ -121,12 +121,34 @@ export class CliPlan {
     }
     if (sandbox !== undefined) {
       if (configDir === null) throw new GatewayError('cli_start_failed', 'the sandbox needs a tenant config dir')
-      return { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id, tenant: record.tenant, sandbox: { ...sandbox, configDir } }
+      const { tenant } = record
+      return {
+        command: this.#o.claudeBin,
+        args,
+        cwd,
+        env,
+        sessionId: record.id,
+        tenant,
+        sandbox: { ...sandbox, configDir },
+        apiCredential: () => this.apiCredential(tenant)
+      }
     }
     const launcher = this.#o.launcher
     return launcher === undefined
       ? { command: this.#o.claudeBin, args, cwd, env, sessionId: record.id, tenant: record.tenant }
       : { command: launcher, args: [cwd, configDir ?? '', '--', this.#o.claudeBin, ...args], cwd, env, sessionId: record.id, tenant: record.tenant }
+  }
+
+  /**
+   * The API credential a CLI of `tenant` gets if started now: its own key
+   * (TENANT_API_KEYS) alone, else the shared key and token. Read anew each
+   * time: a credential reload replaces both sources in place.
+   */
+  apiCredential (tenant: string): ApiCredential {
+    const own = this.#o.tenantApiKeys?.get(tenant)
+    if (own !== undefined) return { apiKey: own }
+    const env = this.#o.env ?? process.env
+    return { apiKey: env.ANTHROPIC_API_KEY, authToken: env.ANTHROPIC_AUTH_TOKEN }
   }
 
   /**
@@ -151,3 +173,4 @@ export class CliPlan {
     }
   }
 }
+

@@ -35,6 +35,11 @@ const PROXY = '127.0.0.1:3128' // the forwarder inside every sandbox
 const KEY = `sk-ant-test-${randomBytes(12).toString('hex')}`
 /** Tenant B's own key (TENANT_API_KEYS_FILE). */
 const KEY_B = `sk-ant-test-b-${randomBytes(12).toString('hex')}`
+/** What the operator rotates both keys to, in the files, before a SIGHUP. */
+const KEY_NEXT = `sk-ant-test-next-${randomBytes(12).toString('hex')}`
+const KEY_B_NEXT = `sk-ant-test-b-next-${randomBytes(12).toString('hex')}`
+/** How the stand-in API names a key it was sent (never the key itself: the answer goes back into the sandbox). */
+const KEY_NAMES = new Map([[KEY, 'real'], [KEY_B, 'tenant-b'], [KEY_NEXT, 'real-next'], [KEY_B_NEXT, 'tenant-b-next']])
 
 async function freePort (): Promise<number> {
   const s = createServer()
@@ -63,7 +68,7 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
       asked.push(req.url ?? '')
       // Says whether the real key came, never echoes a credential back into the sandbox.
       const key = req.headers['x-api-key']
-      if (key !== undefined) res.end(`key ${key === KEY ? 'real' : key === KEY_B ? 'tenant-b' : 'other'} at ${req.url} host ${req.headers.host}`)
+      if (key !== undefined) res.end(`key ${(typeof key === 'string' ? KEY_NAMES.get(key) : undefined) ?? 'other'} at ${req.url} host ${req.headers.host}`)
       else res.end(`api-ok ${req.method} ${req.url}`)
     })
     api.listen(0, '127.0.0.1')
@@ -77,6 +82,8 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
     server = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
+      // A session of its own, without the terminal `npm test` may run in: as a service runs, so SIGHUP reloads.
+      detached: true,
       env: {
         PATH: process.env.PATH,
         PORT: String(gwPort),
@@ -189,5 +196,33 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
       'curl -sS -m 5 -o /dev/null -w "%{http_code}" "$ANTHROPIC_BASE_URL/v1/models"; echo')
     assert.equal(out, '403 403 200\n[exit 0]')
     assert.deepEqual(await refusals(), { egress: (before.egress ?? 0) + 1, api_path: (before.api_path ?? 0) + 1 })
+  })
+
+  // Last: it rotates the keys every case above relies on.
+  it('gives running CLIs the rotated keys at a reload (SIGHUP): their next API requests carry the new ones, and no sandbox ever holds a key', async () => {
+    const res = await fetch(`http://127.0.0.1:${gwPort}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN_B}`, 'content-type': 'application/json' }, body: '{}' })
+    assert.equal(res.status, 201)
+    const b = await TestClient.open(`ws://127.0.0.1:${gwPort}/v1/sessions/${((await res.json()) as { id: string }).id}/ws`, { authorization: `Bearer ${TOKEN_B}` })
+    try {
+      await b.waitFor((f) => f.subtype === 'hello')
+      const models = 'curl -sS -m 5 -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/v1/models"; echo'
+      assert.match(await run(holder, models), /^key real at /)
+      assert.match(await run(b, models), /^key tenant-b at /)
+
+      writeFileSync(keyFile, `${KEY_NEXT}\n`)
+      writeFileSync(join(dirname(keyFile), 'tenant_api_keys'), `tenant-b=${KEY_B_NEXT}\n`)
+      const reloads = logs.split('credentials reloaded').length
+      server.kill('SIGHUP')
+      await eventually(() => logs.split('credentials reloaded').length > reloads, 10_000, 'the reload\'s log line')
+
+      // The same CLIs, started before the reload: no restart, no new session.
+      assert.match(await run(holder, models), /^key real-next at /)
+      assert.match(await run(b, models), /^key tenant-b-next at /)
+      const inside = await run(b, 'echo "$ANTHROPIC_API_KEY"; ' +
+        `cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -e '${KEY_B_NEXT}' -e '${KEY_NEXT}' -e '${KEY_B}' -e '${KEY}'`)
+      assert.equal(inside, 'held-by-claude-gateway\n0\n[exit 1]', 'grep -c found no key (and says so with exit 1)')
+    } finally {
+      b.terminate()
+    }
   })
 })

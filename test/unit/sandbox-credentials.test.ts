@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import pino from 'pino'
+import type { ApiCredential } from '../../src/cli/cli-handle.js'
 import { CREDENTIAL_PLACEHOLDER, type HeldCredentials, holdCredentials } from '../../src/sandbox/api-credentials.js'
 import { DEFAULT_API_PATHS } from '../../src/sandbox/api-paths.js'
 import { EgressProxy } from '../../src/sandbox/egress-proxy.js'
@@ -25,14 +26,27 @@ describe('holdCredentials', () => {
     const { env, held } = holdCredentials({ PATH: '/usr/bin', ANTHROPIC_API_KEY: 'sk-real' }, IN_BOX)
     assert.deepEqual(env, { PATH: '/usr/bin', ANTHROPIC_API_KEY: CREDENTIAL_PLACEHOLDER, ANTHROPIC_BASE_URL: IN_BOX })
     assert.equal(held?.upstream.href, 'https://api.anthropic.com/')
-    assert.deepEqual(held?.headers, { 'x-api-key': 'sk-real' })
+    assert.deepEqual(held?.headers(), { 'x-api-key': 'sk-real' })
   })
 
   it('holds an auth token as a bearer credential, for the CLI\'s own ANTHROPIC_BASE_URL', () => {
     const { env, held } = holdCredentials({ ANTHROPIC_AUTH_TOKEN: 'tok', ANTHROPIC_BASE_URL: 'http://llm-gw.internal:8080/anthropic/' }, IN_BOX)
     assert.deepEqual(env, { ANTHROPIC_AUTH_TOKEN: CREDENTIAL_PLACEHOLDER, ANTHROPIC_BASE_URL: IN_BOX })
     assert.equal(held?.upstream.href, 'http://llm-gw.internal:8080/anthropic/')
-    assert.deepEqual(held?.headers, { authorization: 'Bearer tok' })
+    assert.deepEqual(held?.headers(), { authorization: 'Bearer tok' })
+  })
+
+  it('with a live credential, sends what it says at each request: a rotated key, a token in place of a key, or nothing once it is gone', () => {
+    let now: ApiCredential = { apiKey: 'sk-at-spawn' }
+    const { env, held } = holdCredentials({ ANTHROPIC_API_KEY: 'sk-at-spawn' }, IN_BOX, () => now)
+    assert.equal(env.ANTHROPIC_API_KEY, CREDENTIAL_PLACEHOLDER)
+    assert.deepEqual(held?.headers(), { 'x-api-key': 'sk-at-spawn' })
+    now = { apiKey: 'sk-rotated' }
+    assert.deepEqual(held?.headers(), { 'x-api-key': 'sk-rotated' })
+    now = { authToken: 'tok-now', apiKey: '' }
+    assert.deepEqual(held?.headers(), { authorization: 'Bearer tok-now' })
+    now = {}
+    assert.deepEqual(held?.headers(), {}, 'a credential taken away is not sent from memory')
   })
 
   it('holds nothing, and changes nothing, without a key, for other providers, or with a base URL that is not http(s)', () => {
@@ -83,6 +97,8 @@ describe('EgressProxy with held credentials', () => {
   let api: http.Server
   let proxy: EgressProxy
   let held: HeldCredentials
+  /** The credential as the gateway holds it now (a reload replaces it). */
+  let live: ApiCredential = { apiKey: 'sk-real', authToken: 'tok-real' }
 
   /** One request to the proxy socket (as socat inside the sandbox passes it); resolves with the answer's status and body. */
   function ask (path: string, options: { method?: string, headers?: http.OutgoingHttpHeaders, body?: string } = {}): Promise<{ status: number, body: string }> {
@@ -113,7 +129,7 @@ describe('EgressProxy with held credentials', () => {
     api.listen(0, '127.0.0.1')
     await once(api, 'listening')
     const base = `http://127.0.0.1:${(api.address() as AddressInfo).port}/anthropic/`
-    const held0 = holdCredentials({ ANTHROPIC_API_KEY: 'sk-real', ANTHROPIC_AUTH_TOKEN: 'tok-real', ANTHROPIC_BASE_URL: base }, IN_BOX).held
+    const held0 = holdCredentials({ ANTHROPIC_API_KEY: 'sk-real', ANTHROPIC_AUTH_TOKEN: 'tok-real', ANTHROPIC_BASE_URL: base }, IN_BOX, () => live).held
     assert.ok(held0 !== null)
     held = held0
     proxy = new EgressProxy({ socketPath, allow: [], logger, sessionId: 's', api: { held, port: 3128, paths: DEFAULT_API_PATHS } })
@@ -153,6 +169,21 @@ describe('EgressProxy with held credentials', () => {
       assert.equal((await ask(url)).status, 403, url)
     }
     assert.equal(seen.length, from + 2, 'nothing refused reached the API')
+  })
+
+  it('sends the credential the gateway holds at each request: after a reload, the next request carries the new key on the same connection', async () => {
+    const from = seen.length
+    await ask('/v1/models', { headers: { 'x-api-key': CREDENTIAL_PLACEHOLDER } })
+    live = { apiKey: 'sk-rotated' }
+    try {
+      await ask('/v1/models', { headers: { 'x-api-key': CREDENTIAL_PLACEHOLDER, authorization: `Bearer ${CREDENTIAL_PLACEHOLDER}` } })
+    } finally {
+      live = { apiKey: 'sk-real', authToken: 'tok-real' }
+    }
+    const [before, afterReload] = seen.slice(from) as [Seen, Seen]
+    assert.deepEqual([before.headers['x-api-key'], before.headers.authorization], ['sk-real', 'Bearer tok-real'])
+    assert.deepEqual([afterReload.headers['x-api-key'], afterReload.headers.authorization], ['sk-rotated', undefined], 'the placeholder bearer is dropped, not passed on')
+    assert.equal(afterReload.port, before.port, 'no new connection to the API for it')
   })
 
   it('streams the answer as the API sends it, and drops the API request when the CLI goes away', async () => {
