@@ -5,18 +5,16 @@
  * (WebSockets, event streams) with the bearer credential each was opened
  * with. A connection outlives the check made at its upgrade, so at a reload
  * every one whose credential no longer names its tenant is ended, as a new
- * request with that credential would be refused.
- *
- * Connections opened with a single-use ticket are not listed: the ticket was
- * issued to a credential checked at most WS_TICKET_TTL_MS before, which the
- * gateway does not keep.
+ * request with that credential would be refused. A connection opened with a
+ * single-use ticket is listed with the credential the ticket was issued to
+ * (tickets.ts).
  */
 import type { Authenticator } from './static-tokens.js'
 
 /** A connection a reload may end. */
 export interface LiveConnection {
   tenant: string
-  /** The bearer credential it was opened with (a token or a JWT). */
+  /** The bearer credential it was opened with (a token or a JWT), or its ticket was issued to. */
   credential: string
   /** Ends it (the credential no longer holds). */
   end: () => void

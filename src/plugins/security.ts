@@ -70,7 +70,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /**
      * The bearer credential (token or JWT) the request was authenticated
-     * with; null for a ticket, a route's own check, or a public route. Long-lived
+     * with, or that its ticket was issued to; null for a ticket of an older
+     * node, a route's own check, or a public route. Long-lived
      * connections keep it, so a credential reload can end theirs (src/auth/live-credentials.ts).
      */
     credential: string | null
@@ -142,7 +143,14 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
     const ws = WS_ROUTE.exec(request.url)
     if (ws === null) return null
     const ticket = (request.query as Record<string, unknown>).ticket
-    if (typeof ticket === 'string') return await o.tickets.redeem(ticket, decodeURIComponent(ws[1] as string).toLowerCase())
+    if (typeof ticket === 'string') {
+      const granted = await o.tickets.redeem(ticket, decodeURIComponent(ws[1] as string).toLowerCase())
+      if (granted === null || granted.credential === null) return granted?.tenant ?? null
+      // Revoked since the ticket was issued, it opens nothing; else the socket is listed with it.
+      if (await o.authenticator.authenticate(granted.credential) !== granted.tenant) return null
+      request.credential = granted.credential
+      return granted.tenant
+    }
     const fromProtocol = protocolToken(request.headers['sec-websocket-protocol'])
     if (fromProtocol === null) return null
     request.credential = fromProtocol

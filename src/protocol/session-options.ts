@@ -62,10 +62,13 @@ export const listQuery = z.strictObject({
   cursor: z.string().max(500).optional()
 })
 
+/** The longest `?ticket=` taken: room for the sealed credential it carries (a JWT of about 5 KB), inside Node's 16 KiB of headers. */
+export const WS_TICKET_MAX_CHARS = 8192
+
 export const wsQuery = z.strictObject({
   role: z.enum(['controller', 'observer']).default('controller'),
   after: z.coerce.number().int().min(0).optional(),
-  ticket: z.string().max(200).optional()
+  ticket: z.string().max(WS_TICKET_MAX_CHARS).optional()
 })
 
 export const eventsQuery = z.strictObject({

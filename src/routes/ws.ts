@@ -66,11 +66,11 @@ export async function wsRoutes (fastify: FastifyInstance, options: WsRoutesOptio
       tags: ['websocket'],
       summary: 'A single-use credential for the WebSocket upgrade (`?ticket=`), for clients that cannot send headers',
       params: sessionParams,
-      response: { 201: wsTicketBody.describe('A ticket valid WS_TICKET_TTL_MS'), ...sessionErrors }
+      response: { 201: wsTicketBody.describe('A ticket valid WS_TICKET_TTL_MS'), ...sessionErrors, ...errorResponses('bad_request') }
     }
   }, async (request, reply) => {
     const session = await findSession(manager, request)
-    return reply.code(201).send(options.tickets.issue(request.tenant, session.id))
+    return reply.code(201).send(options.tickets.issue(request.tenant, session.id, request.credential))
   })
 
   app.route({

@@ -3,7 +3,8 @@
  * of a real gateway process: its GATEWAY_TOKENS_FILE and TENANT_API_KEYS_FILE
  * are read again; a token taken out stops working at once, for requests and
  * for the WebSocket (closed 4401) and event stream (`end`,
- * `credential_revoked`) opened with it, while other tenants' connections go
+ * `credential_revoked`) opened with it or with a ticket issued to it (and
+ * for its tickets not yet spent), while other tenants' connections go
  * on; a new CLI gets the new keys (ANTHROPIC_API_KEY_FILE, its tenant's).
  * A file that is not valid changes nothing. A gateway in a terminal (a pty
  * from util-linux's `script`) still ends when the terminal closes.
@@ -68,6 +69,18 @@ describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
     await client.waitFor(isHello)
     return client
   }
+  /** A ticket issued to `token` (POST /v1/sessions/:id/ws-ticket), for an upgrade with no header. */
+  const ticket = async (token: string, sessionId: string): Promise<string> => {
+    const res = await fetch(`${gateway.url}/v1/sessions/${sessionId}/ws-ticket`, { method: 'POST', headers: { authorization: `Bearer ${token}` } })
+    assert.equal(res.status, 201, await res.clone().text())
+    return (await res.json() as { ticket: string }).ticket
+  }
+  const connectWithTicket = async (ticketText: string, sessionId: string): Promise<TestClient> => {
+    const client = await TestClient.open(`${gateway.url.replace('http', 'ws')}/v1/sessions/${sessionId}/ws?role=observer&ticket=${encodeURIComponent(ticketText)}`, {})
+    clients.push(client)
+    await client.waitFor(isHello)
+    return client
+  }
   const list = async (token: string): Promise<number> => (await fetch(`${gateway.url}/v1/sessions`, { headers: { authorization: `Bearer ${token}` } })).status
   /** The key the session's CLI was started with (its argv dump, written as it starts). */
   const cliKey = async (sessionId: string): Promise<string | undefined> => {
@@ -88,6 +101,10 @@ describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
     assert.equal(await cliKey(sessionB), 'sk-ant-shared-old', 'tenant B has no key of its own: the shared one')
     const onA = await connect(OLD_A, sessionA)
     const onB = await connect(TOKEN_B, sessionB)
+    // As a browser without headers attaches (an observer here, so the sockets above keep the session): a ticket, then the upgrade with it.
+    const onATicket = await connectWithTicket(await ticket(OLD_A, sessionA), sessionA)
+    const onBTicket = await connectWithTicket(await ticket(TOKEN_B, sessionB), sessionB)
+    const unspent = await ticket(OLD_A, sessionA)
     const stream = await SseReader.open(`${gateway.url}/v1/sessions/${sessionA}/events/stream`, { authorization: `Bearer ${OLD_A}` })
     assert.equal(stream.status, 200)
     await stream.until(() => stream.frames.length > 0 || stream.comments.length > 0 || stream.gatewayFrames.length > 0, 10_000, 'the stream to start')
@@ -96,9 +113,11 @@ describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
     writeFileSync(keysFile(), 'tenant-a=sk-ant-new-key\n')
     writeFileSync(sharedKeyFile(), 'sk-ant-shared-new\n')
     await reload(1, /"msg":"credentials reloaded"/)
-    assert.match(gateway.output(), /"ended":2,"tenantApiKeys":1,"msg":"credentials reloaded"/)
+    assert.match(gateway.output(), /"ended":3,"tenantApiKeys":1,"msg":"credentials reloaded"/)
 
     assert.equal(await onA.waitClose(), 4401, 'the WebSocket opened with the old token is closed 4401')
+    assert.equal(await onATicket.waitClose(), 4401, 'so is the one opened with a ticket the old token was issued')
+    await assert.rejects(connectWithTicket(unspent, sessionA), (err: any) => err.statusCode === 401, 'a ticket of the old token, unspent, opens nothing now')
     const end = await stream.until(() => stream.events.find((e) => e.event === 'end'), 10_000, 'the end event')
     assert.equal(JSON.parse(end.data).reason, 'credential_revoked')
     assert.equal(await list(OLD_A), 401, 'the old token is refused')
@@ -109,6 +128,7 @@ describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
     onB.sendUser('echo after the reload')
     assert.equal((await onB.waitFor(isResult)).result, 'Echo: echo after the reload')
     assert.equal(onB.closeCode, null)
+    assert.equal(onBTicket.closeCode, null, 'nor was its ticket-opened socket')
 
     // A CLI started from now on gets the new keys; the ones running keep the keys they started with.
     const later = await create(NEW_A)

@@ -6,6 +6,7 @@
  * authenticator's rules, and the CLI environment allowlist.
  */
 import assert from 'node:assert/strict'
+import { createHmac } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
@@ -13,6 +14,7 @@ import { SignJWT, UnsecuredJWT, exportSPKI, generateKeyPair } from 'jose'
 import { JwtAuthenticator } from '../../src/auth/jwt.js'
 import { StaticTokens, bearerToken } from '../../src/auth/static-tokens.js'
 import { TicketBook } from '../../src/auth/tickets.js'
+import { WS_TICKET_MAX_CHARS } from '../../src/protocol/session-options.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import { buildCliEnv } from '../../src/cli/cli-env.js'
 import { ConfigError, loadConfig, parseTokens, parseTrustProxy } from '../../src/config.js'
@@ -34,35 +36,62 @@ describe('TicketBook', () => {
     const claimOnce = async (key: string, ttlMs: number): Promise<boolean> => await store.claimOnce(key, ttlMs)
     const book = new TicketBook({ ttlMs: 30_000, secret: 'shared-secret', claimOnce, now: () => now })
     const otherNode = new TicketBook({ ttlMs: 30_000, secret: 'shared-secret', claimOnce, now: () => now })
-    const a = book.issue('tenant-a', 's1')
+    const a = book.issue('tenant-a', 's1', null)
     assert.match(a.ticket, /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/)
     assert.equal(a.expires_at, new Date(now + 30_000).toISOString())
-    assert.equal(await otherNode.redeem(a.ticket, 's1'), 'tenant-a', 'issued on one node, redeemed on another')
+    assert.equal((await otherNode.redeem(a.ticket, 's1'))?.tenant, 'tenant-a', 'issued on one node, redeemed on another')
     assert.equal(await book.redeem(a.ticket, 's1'), null, 'single use, across nodes')
 
-    const b = book.issue('tenant-a', 's1')
+    const b = book.issue('tenant-a', 's1', null)
     assert.equal(await book.redeem(b.ticket, 's2'), null, 'another session')
     assert.equal(await book.redeem(b.ticket, 's1'), null, 'spent by the failed attempt')
 
-    const c = book.issue('tenant-a', 's1')
+    const c = book.issue('tenant-a', 's1', null)
     now += 29_999
-    assert.equal(await book.redeem(c.ticket, 's1'), 'tenant-a', 'valid 1 ms before its TTL')
-    const d = book.issue('tenant-a', 's1')
+    assert.equal((await book.redeem(c.ticket, 's1'))?.tenant, 'tenant-a', 'valid 1 ms before its TTL')
+    const d = book.issue('tenant-a', 's1', null)
     now += 30_000
     assert.equal(await book.redeem(d.ticket, 's1'), null, 'dead at its TTL')
     assert.equal(await book.redeem('', 's1'), null)
     assert.equal(await book.redeem('made-up', 's1'), null)
 
     // Forged: another secret, or the grant changed under its MAC.
-    const e = book.issue('tenant-a', 's1')
+    const e = book.issue('tenant-a', 's1', null)
     const stranger = new TicketBook({ ttlMs: 30_000, secret: 'another-secret', claimOnce, now: () => now })
     assert.equal(await stranger.redeem(e.ticket, 's1'), null)
     const [body, mac] = e.ticket.split('.') as [string, string]
     const forged = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(body, 'base64url').toString()), t: 'tenant-b' })).toString('base64url')
     assert.equal(await book.redeem(`${forged}.${mac}`, 's1'), null)
-    assert.equal(await book.redeem(e.ticket, 's1'), 'tenant-a', 'the genuine ticket was not spent by forgeries')
-    const tickets = new Set(Array.from({ length: 200 }, () => book.issue('t', 's').ticket))
+    assert.equal((await book.redeem(e.ticket, 's1'))?.tenant, 'tenant-a', 'the genuine ticket was not spent by forgeries')
+    const tickets = new Set(Array.from({ length: 200 }, () => book.issue('t', 's', null).ticket))
     assert.equal(tickets.size, 200)
+  })
+
+  it('carries the credential it was issued to, sealed: no part of the ticket shows it, and redeeming gives it back', async () => {
+    const claimOnce = async (): Promise<boolean> => true
+    const book = new TicketBook({ ttlMs: 30_000, secret: 'shared-secret', claimOnce })
+    const otherNode = new TicketBook({ ttlMs: 30_000, secret: 'shared-secret', claimOnce })
+    const credential = 'tok_abcdefghijklmnopqrstuvwxyz0123456789'
+    const { ticket } = book.issue('tenant-a', 's1', credential)
+    assert.match(ticket, /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/)
+    const readable = ticket.split('.').map((part) => Buffer.from(part, 'base64url').toString('latin1')).join('\n')
+    assert.ok(!ticket.includes(credential) && !readable.includes(credential) && !readable.includes('abcdefghij'), 'the credential is not readable in the ticket')
+    assert.deepEqual(await otherNode.redeem(ticket, 's1'), { tenant: 'tenant-a', credential }, 'any node opens it')
+    const sealedPart = (): string => book.issue('tenant-a', 's1', credential).ticket.split('.')[1] as string
+    assert.notEqual(sealedPart(), sealedPart(), 'sealed afresh each time')
+    assert.deepEqual(await book.redeem(book.issue('tenant-a', 's1', null).ticket, 's1'), { tenant: 'tenant-a', credential: null })
+
+    // Parts changed under a MAC that matches them (as only a holder of the secret could make): refused.
+    const key = createHmac('sha256', 'shared-secret').update('cgw-ws-ticket-v1').digest()
+    const signed = (body: string): string => `${body}.${createHmac('sha256', key).update(body).digest('base64url')}`
+    const [grant, sealed] = book.issue('tenant-a', 's1', credential).ticket.split('.') as [string, string]
+    assert.equal(await book.redeem(signed(`${grant}.${sealed.slice(0, -4)}`), 's1'), null, 'a cut credential')
+    assert.equal(await book.redeem(signed(`${grant}.${sealed}.${sealed}`), 's1'), null, 'a part too many')
+    assert.deepEqual(await book.redeem(signed(`${grant}.${sealed}`), 's1'), { tenant: 'tenant-a', credential }, 'the same parts signed again are taken')
+
+    // A credential too long for a URL is refused at issue, with a way out.
+    assert.throws(() => book.issue('tenant-a', 's1', 'x'.repeat(6_200)), (err: any) => err.code === 'bad_request' && /bearer\./.test(err.message))
+    assert.ok(book.issue('tenant-a', 's1', 'x'.repeat(5_000)).ticket.length <= WS_TICKET_MAX_CHARS, 'a JWT of 5,000 characters fits')
   })
 })
 
