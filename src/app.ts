@@ -53,6 +53,7 @@ import { SignedStore } from './store/signed-records.js'
 import { loadStoreSecret } from './store/store-secret.js'
 import type { EventStore } from './store/store.js'
 import { Heartbeat } from './ws/heartbeat.js'
+import { OutboxSweep } from './webhooks/outbox-sweep.js'
 import { WebhookNotifier } from './webhooks/webhook-notifier.js'
 
 export interface AppParts {
@@ -177,8 +178,21 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     createOn: async (node, tenant, options) => await router.call(node, '', 'create', [tenant, options]) as Record<string, unknown>,
     logger
   })
-  // WEBHOOK_URL: session events POSTed to the operator, signed, queued off the relay's path.
-  const webhooks = config.webhook === null ? null : new WebhookNotifier({ ...config.webhook, logger })
+  // WEBHOOK_URL: session events POSTed to the operator, signed, queued off the relay's path; with
+  // Redis, kept there until sent, so a node that stops or dies leaves them to another node.
+  const outbox = config.webhook !== null && chosenStore.kind === 'redis' ? { store: store.outbox, node: config.nodeId } : undefined
+  const webhooks = config.webhook === null ? null : new WebhookNotifier({ ...config.webhook, logger, ...(outbox === undefined ? {} : { outbox }) })
+  const outboxSweep = webhooks === null || outbox === undefined
+    ? null
+    : new OutboxSweep({
+      outbox: outbox.store,
+      node: config.nodeId,
+      liveNodes: async () => (await store.listNodes()).map((n) => n.node),
+      isDead: isDeadLocalNode,
+      everyMs: config.sessionLeaseMs,
+      onTaken: (entries) => { webhooks.adopt(entries) },
+      logger
+    })
   const manager: SessionManager = new SessionManager({
     // Several nodes may share this store: each CLI's conversation travels with it.
     carryConversations: chosenStore.kind === 'redis',
@@ -351,6 +365,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     }
     await router.start()
     await placement.start()
+    await outboxSweep?.start() // listed by placement first: no other node takes this one's deliveries for a gone node's
     const reaped = await reapOrphans(pidDir, config.cliStopTimeoutMs)
     if (reaped.length > 0) logger.warn({ pids: reaped }, 'ended CLIs left running by a previous gateway process')
     try {
@@ -366,9 +381,10 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   app.addHook('onClose', async () => {
     metricsServer?.closeAllConnections()
     metricsServer?.close()
+    await outboxSweep?.close()
     await placement.close()
     await manager.shutdown(config.shutdownGraceMs)
-    await webhooks?.close() // after the sessions' stops, so their session.ended get their chance
+    await webhooks?.close() // after the sessions' stops, so their session.ended get their chance; what is left stays kept
     await router.close()
     await spawner?.close() // after the sessions' stops: it reports their CLIs' exits
     await limits.close() // their cgroups emptied and removed

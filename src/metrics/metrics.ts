@@ -35,7 +35,7 @@ const OUTCOMES: readonly PermissionOutcome[] = ['allow', 'deny', 'timeout', 'can
 const WEBHOOK_OUTCOMES = ['delivered', 'rejected', 'exhausted', 'dropped', 'abandoned'] as const
 
 /** What the metrics read of the webhook queue: its running totals and what it holds now. */
-export type WebhookCounts = Record<typeof WEBHOOK_OUTCOMES[number] | 'waiting' | 'inFlight', number>
+export type WebhookCounts = Record<typeof WEBHOOK_OUTCOMES[number] | 'waiting' | 'inFlight', number> & { recovered?: number }
 const LIMIT_KINDS: readonly RateLimitKind[] = ['rest', 'ws_upgrade', 'ws_frames', 'auth_lockout']
 const REFUSAL_KINDS: readonly SandboxRefusal[] = ['egress', 'api_path']
 
@@ -233,7 +233,7 @@ export class Metrics implements MetricsSink {
     })
     const webhookDeliveries = new Counter({
       name: 'cgw_webhook_deliveries_total',
-      help: 'Webhook deliveries that ended, by outcome (delivered; rejected: a 4xx never retried; exhausted: WEBHOOK_MAX_ATTEMPTS; dropped: queue full; abandoned: at shutdown)',
+      help: 'Webhook deliveries that ended, by outcome (delivered; rejected: a 4xx never retried; exhausted: WEBHOOK_MAX_ATTEMPTS; dropped: queue full; abandoned: unsent at shutdown, left in the store outbox for another node with Redis)',
       labelNames: ['outcome'],
       registers,
       collect: () => {
@@ -243,6 +243,16 @@ export class Metrics implements MetricsSink {
           webhookDeliveries.inc({ outcome }, Math.max(0, total - (this.#webhooksSeen.get(outcome) ?? 0)))
           this.#webhooksSeen.set(outcome, total)
         }
+      }
+    })
+    const webhookRecovered = new Counter({
+      name: 'cgw_webhook_recovered_total',
+      help: 'Webhook deliveries this node took over from the store: left unsent by a node that stopped or died, or by its own previous run',
+      registers,
+      collect: () => {
+        const total = this.#webhooks?.().recovered ?? 0
+        webhookRecovered.inc(Math.max(0, total - (this.#webhooksSeen.get('recovered') ?? 0)))
+        this.#webhooksSeen.set('recovered', total)
       }
     })
 

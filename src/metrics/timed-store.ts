@@ -4,7 +4,7 @@
  * implementation knows about metrics; app.ts gives it to the sessions only,
  * whose event logs are what appends.
  */
-import type { EventFeed, EventStore, NodeBus, NodeLoad, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent } from '../store/store.js'
+import type { EventFeed, EventStore, NodeBus, NodeLoad, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent, WebhookOutbox } from '../store/store.js'
 import type { MetricsSink } from './sink.js'
 
 export class TimedStore implements EventStore {
@@ -20,6 +20,7 @@ export class TimedStore implements EventStore {
   get leases (): SessionLeases { return this.#inner.leases }
   get feed (): EventFeed { return this.#inner.feed }
   get bus (): NodeBus { return this.#inner.bus }
+  get outbox (): WebhookOutbox { return this.#inner.outbox }
   claimOnce (key: string, ttlMs: number): Promise<boolean> { return this.#inner.claimOnce(key, ttlMs) }
   reportNode (load: NodeLoad, ttlMs: number): Promise<void> { return this.#inner.reportNode(load, ttlMs) }
   listNodes (): Promise<NodeLoad[]> { return this.#inner.listNodes() }

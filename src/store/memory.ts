@@ -6,6 +6,7 @@
 import { MemoryBus } from './memory-bus.js'
 import { MemoryFeed } from './memory-feed.js'
 import { MemoryLeases } from './memory-leases.js'
+import { MemoryOutbox } from './memory-outbox.js'
 import {
   type EventStore, type Lease, type ListOptions, type NodeLoad, FencedError, type RetentionOptions, type SessionPage,
   type RawEvent, type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal, withinBytes
@@ -31,6 +32,8 @@ export class MemoryStore implements EventStore {
   readonly feed: MemoryFeed
   /** One process is one node: the bus only ever carries messages to itself. */
   readonly bus = new MemoryBus()
+  /** Lives and dies with the process, as the deliveries it keeps would anyway. */
+  readonly outbox = new MemoryOutbox()
 
   constructor (options: { retention: RetentionOptions; now?: () => number }) {
     this.#retention = options.retention

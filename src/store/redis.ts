@@ -40,9 +40,13 @@
  *   P live                  Set of ids of sessions not in a final state, read
  *                           by listLive at start-up to find orphans. Stale
  *                           members are removed lazily by listLive.
+ *   P{webhooks}:out:<node>  Hash: delivery id → text, the webhook deliveries
+ *                           that node has not ended yet (redis-outbox.ts).
+ *   P{webhooks}:nodes       Set of the nodes with outbox entries kept.
  *
  * Multi-key operations (MULTI, pipelines, the scripts' KEYS) only ever touch
- * the keys of one session; the tenant index and the live set are written with
+ * the keys of one session, or the outbox's keys, which share the one tag
+ * `{webhooks}`; the tenant index and the live set are written with
  * separate commands after the session's transaction, in both modes, so the
  * store works on a Cluster where they live on other slots. Nothing uses KEYS
  * or SCAN, so no command has to visit every master.
@@ -70,9 +74,11 @@ import { RedisBus } from './redis-bus.js'
 import { redisClient } from './redis-client.js'
 import { RedisFeed } from './redis-feed.js'
 import { RedisLeases } from './redis-leases.js'
+import { RedisOutbox } from './redis-outbox.js'
 import {
   LEASE_ACQUIRE_COMMAND, LEASE_ACQUIRE_SCRIPT, LEASE_RELEASE_COMMAND,
-  LEASE_RELEASE_SCRIPT, LEASE_RENEW_COMMAND, LEASE_RENEW_SCRIPT, PUT_RECORD_COMMAND, PUT_RECORD_SCRIPT, type PutRecord,
+  LEASE_RELEASE_SCRIPT, LEASE_RENEW_COMMAND, LEASE_RENEW_SCRIPT, OUTBOX_KEEP_COMMAND, OUTBOX_KEEP_SCRIPT,
+  OUTBOX_TAKE_OVER_COMMAND, OUTBOX_TAKE_OVER_SCRIPT, PUT_RECORD_COMMAND, PUT_RECORD_SCRIPT, type PutRecord,
   PUT_CONVERSATION_COMMAND, PUT_CONVERSATION_SCRIPT, type PutConversation, APPEND_CONVERSATION_COMMAND, APPEND_CONVERSATION_SCRIPT, type AppendConversation, READ_COMMAND, READ_COMMAND_RAW, READ_SCRIPT, type ReadWithinBytes,
   fenced
 } from './redis-scripts.js'
@@ -119,6 +125,8 @@ export class RedisStore implements EventStore {
   /** Set at the first `ready`: later ones follow a lost connection. */
   #everReady = false
   readonly leases: RedisLeases
+  /** Webhook deliveries not yet ended, per node: a few commands on the store's client, no connection of its own. */
+  readonly outbox: RedisOutbox
   readonly #appender: RedisAppender
   #feed: RedisFeed | null = null
   #bus: RedisBus | null = null
@@ -163,6 +171,8 @@ export class RedisStore implements EventStore {
     this.#client.defineCommand(LEASE_ACQUIRE_COMMAND, { numberOfKeys: 2, lua: LEASE_ACQUIRE_SCRIPT })
     this.#client.defineCommand(LEASE_RENEW_COMMAND, { numberOfKeys: 2, lua: LEASE_RENEW_SCRIPT })
     this.#client.defineCommand(LEASE_RELEASE_COMMAND, { numberOfKeys: 1, lua: LEASE_RELEASE_SCRIPT })
+    this.#client.defineCommand(OUTBOX_KEEP_COMMAND, { numberOfKeys: 2, lua: OUTBOX_KEEP_SCRIPT })
+    this.#client.defineCommand(OUTBOX_TAKE_OVER_COMMAND, { numberOfKeys: 3, lua: OUTBOX_TAKE_OVER_SCRIPT })
     const client = this.#client
     this.#appender = new RedisAppender({
       client,
@@ -170,6 +180,7 @@ export class RedisStore implements EventStore {
       keys: (id) => ({ events: this.#events(id), meta: this.#meta(id), lease: this.#lease(id), followed: this.#followed(id), largest: this.#largest(id), channel: this.#channel(id) })
     })
     this.leases = new RedisLeases({ client: this.#client, keys: { lease: (id) => this.#lease(id), epoch: (id) => this.#epoch(id) } })
+    this.outbox = new RedisOutbox({ client: this.#client, prefix: this.#prefix })
     // ioredis emits `ready` after every (re)connection; a Cluster once all its nodes answer.
     if (this.#client.status === 'ready') this.#everReady = true
     this.#client.on('ready', () => {

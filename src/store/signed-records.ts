@@ -9,18 +9,20 @@
  * believed), listings and recovery skip it, it is never started or resumed.
  *
  * Its node bus signs and checks every message too (src/store/signed-bus.ts),
- * and each stored conversation copy carries a seal checked before a CLI
- * reads it (src/store/conversation-seal.ts). Event streams are not signed:
- * they are only relayed, never acted on.
+ * each stored conversation copy carries a seal checked before a CLI
+ * reads it (src/store/conversation-seal.ts), and each webhook outbox entry
+ * one checked before another node sends it (src/store/signed-outbox.ts).
+ * Event streams are not signed: they are only relayed, never acted on.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { Logger } from 'pino'
 import { sessionRecordSchema } from './record-schema.js'
-import type { EventFeed, EventStore, NodeBus, NodeLoad, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent } from './store.js'
+import type { EventFeed, EventStore, NodeBus, NodeLoad, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent, WebhookOutbox } from './store.js'
 import { firstIssue } from '../protocol/first-issue.js'
 import { FirstSight } from '../util/first-sight.js'
 import { type BusRefusal, SignedBus } from './signed-bus.js'
 import { ConversationSeals, SEAL_BYTES } from './conversation-seal.js'
+import { SignedOutbox } from './signed-outbox.js'
 
 export interface SignedStoreOptions {
   /** The MAC key (STORE_SECRET, or the generated `$DATA_DIR/store-secret`). */
@@ -47,6 +49,7 @@ export class SignedStore implements EventStore {
   readonly #o: SignedStoreOptions
   readonly #reported = new FirstSight(REPORTED_MAX)
   #bus: SignedBus | null = null
+  #outbox: SignedOutbox | null = null
   readonly #seals: ConversationSeals
 
   constructor (inner: EventStore, options: SignedStoreOptions) {
@@ -70,6 +73,11 @@ export class SignedStore implements EventStore {
       onRefused: this.#o.onBusRefused
     })
     return this.#bus
+  }
+  /** The inner store's webhook outbox, its entries sealed and checked (unsigned ones refused whatever acceptUnsigned says: no version kept them unsigned). */
+  get outbox (): WebhookOutbox {
+    this.#outbox ??= new SignedOutbox(this.#inner.outbox, { secret: this.#o.secret, logger: this.#o.logger })
+    return this.#outbox
   }
   claimOnce (key: string, ttlMs: number): Promise<boolean> { return this.#inner.claimOnce(key, ttlMs) }
   reportNode (load: NodeLoad, ttlMs: number): Promise<void> { return this.#inner.reportNode(load, ttlMs) }

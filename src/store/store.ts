@@ -176,6 +176,33 @@ export interface NodeBus {
   close(): Promise<void>
 }
 
+/** One webhook delivery as the outbox keeps it: its id and a text only the webhook module reads. */
+export interface OutboxEntry {
+  id: string
+  text: string
+}
+
+/**
+ * Webhook deliveries not yet ended, kept under the node that sends them, so
+ * that a node that stops or dies leaves its own for another node (or for its
+ * own next start, under a fixed NODE_ID) to send.
+ */
+export interface WebhookOutbox {
+  /** Keeps `entry` under `node` until it is removed or taken over; resolves once stored. */
+  keep(node: string, entry: OutboxEntry): Promise<void>
+  /** Forgets entries of `node` that ended (sent, refused, given up, dropped); ids not kept are ignored. */
+  remove(node: string, ids: readonly string[]): Promise<void>
+  /** The nodes that have entries kept (a node may stay listed with none left until it is taken over). */
+  nodes(): Promise<string[]>
+  /**
+   * Moves every entry kept under `from` to `to` in one step and resolves with
+   * them, in no particular order: of two nodes taking the same node over at
+   * once, one gets them all and the other none. `from` leaves the list.
+   * With `from === to` it resolves with the node's own entries and moves nothing.
+   */
+  takeOver(from: string, to: string): Promise<OutboxEntry[]>
+}
+
 export interface EventStore {
   /** Human name for logs and /readyz: `memory` or `redis`. */
   readonly kind: string
@@ -185,6 +212,8 @@ export interface EventStore {
   readonly feed: EventFeed
   /** Messages between gateway nodes (client frames routed to a session's owner, and replies). */
   readonly bus: NodeBus
+  /** Webhook deliveries not yet ended, per node (src/webhooks/). */
+  readonly outbox: WebhookOutbox
   /**
    * Appends events in order. `events` are contiguous and ascending, and follow
    * the last appended seq of the session. Idempotent per seq: appending a seq

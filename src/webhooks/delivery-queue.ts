@@ -12,7 +12,11 @@
  * - retries on what `send` calls retryable, after exponential backoff with
  *   jitter, or the receiver's Retry-After when longer, up to `maxAttempts`;
  * - `close` stops retries and timers, lets what is in flight (and what never
- *   had an attempt) go within a deadline, then aborts the rest.
+ *   had an attempt) go within a deadline, then aborts the rest;
+ * - `onEnded` hears of each delivery that ended for good (delivered,
+ *   rejected, exhausted, dropped), so the outbox that kept it forgets it;
+ *   one abandoned at shutdown is not ended: the outbox keeps it for another
+ *   node.
  */
 import { setMaxListeners } from 'node:events'
 import type { Logger } from 'pino'
@@ -48,7 +52,14 @@ export interface DeliveryQueueOptions {
   retryMaxMs: number
   /** A number in [0, 1) for the jitter (tests pass their own). */
   random?: () => number
+  /** Told of each delivery that ended for good (not of one abandoned at shutdown). */
+  onEnded?: (delivery: Delivery, how: Ending) => void
+  /** What happens to deliveries abandoned at shutdown, for the log line: `lost`, or `kept` in the store's outbox. */
+  abandonedAre?: 'lost' | 'kept'
 }
+
+/** How a delivery ended for good. */
+export type Ending = 'delivered' | 'rejected' | 'exhausted' | 'dropped'
 
 /** Counts since the queue was made; `waiting` and `inFlight` are now. */
 export interface DeliveryStats {
@@ -152,7 +163,9 @@ export class DeliveryQueue {
     }
     await this.#whenIdle()
     const { abandoned } = this.#stats
-    if (abandoned > 0) this.#o.logger.warn({ abandoned }, 'webhooks closed with deliveries unsent')
+    if (abandoned === 0) return
+    if (this.#o.abandonedAre === 'kept') this.#o.logger.info({ abandoned }, 'webhooks closed with deliveries unsent; the store keeps them for another node or the next start')
+    else this.#o.logger.warn({ abandoned }, 'webhooks closed with deliveries unsent')
   }
 
   /** Starts the heads of ready lanes while a slot is free. */
@@ -221,10 +234,20 @@ export class DeliveryQueue {
   }
 
   /** Ends the lane's head as `how` and moves the lane on (ready with its next, or gone). */
-  #finish (lane: Lane, how: 'delivered' | 'rejected' | 'exhausted' | 'abandoned'): void {
+  #finish (lane: Lane, how: Ending | 'abandoned'): void {
     const head = lane.items[0]
     if (head !== undefined) this.#remove(lane, head)
     this.#stats[how]++
+    if (head !== undefined && how !== 'abandoned') this.#ended(head, how)
+  }
+
+  /** Tells `onEnded`, which must not break the queue. */
+  #ended (delivery: Delivery, how: Ending): void {
+    try {
+      this.#o.onEnded?.(delivery, how)
+    } catch (err) {
+      this.#o.logger.error({ err, delivery: delivery.id }, 'webhook queue: onEnded failed')
+    }
   }
 
   /** Takes `delivery` out of `lane` and the queue; a lane left empty goes, one whose head went is ready again. */
@@ -254,6 +277,7 @@ export class DeliveryQueue {
       if (lane !== undefined) this.#remove(lane, d)
       else this.#held.delete(d)
       this.#stats.dropped++
+      this.#ended(d, 'dropped')
       this.#droppedSinceWarning++
       const now = performance.now()
       if (now - this.#lastDropWarning >= DROP_WARNING_EVERY_MS) {

@@ -5,11 +5,18 @@
  * size, see webhook-payload.ts) and queues it, and returns: delivery,
  * retries and a receiver that is down or hanging all happen off the relay's
  * path (delivery-queue.ts). docs/WEBHOOKS.md is the receiver's side.
+ *
+ * With an outbox, each delivery is also kept in the store until it ends, so
+ * a node that crashes or stops with deliveries unsent leaves them for
+ * another node, or its own next start, to send (outbox-sweep.ts). Keeping
+ * is not waited for either: a store that does not answer costs the
+ * deliveries their durability, not their sending.
  */
 import type { Logger } from 'pino'
 import { isLoopback } from '../net/loopback.js'
 import type { SessionEvents, SessionRef } from '../session/session-events.js'
-import { DeliveryQueue, type DeliveryStats } from './delivery-queue.js'
+import type { OutboxEntry, WebhookOutbox } from '../store/store.js'
+import { type Delivery, DeliveryQueue, type DeliveryStats } from './delivery-queue.js'
 import type { WebhookEventType } from './webhook-event-types.js'
 import { permissionRequestedData, permissionResolvedData, sessionEndedData, turnFinishedData, webhookBody } from './webhook-payload.js'
 import { WebhookSender, describeTarget } from './webhook-sender.js'
@@ -30,7 +37,12 @@ export interface WebhookNotifierOptions {
   logger: Logger
   /** A number in [0, 1) for the retry jitter (tests pass their own). */
   random?: () => number
+  /** Where deliveries are kept until they end, under this node's name; without it they live in memory only. */
+  outbox?: { store: WebhookOutbox, node: string }
 }
+
+/** What the outbox keeps of a delivery: enough to send the same bytes again, and its place in time. */
+interface KeptText { v: 1, type: string, session: string, body: string, at: number, n: number }
 
 /** At shutdown, what is in flight or never tried gets this long at most (or WEBHOOK_TIMEOUT_MS when shorter). */
 export const CLOSE_DEADLINE_MS = 5_000
@@ -41,6 +53,12 @@ export class WebhookNotifier implements SessionEvents {
   readonly #sender: WebhookSender
   readonly #queue: DeliveryQueue
   readonly #timeoutMs: number
+  readonly #outbox: WebhookNotifierOptions['outbox']
+  /** Orders deliveries kept in the same millisecond. */
+  #kept = 0
+  /** Whether the last keep failed: the first failure of a run is warned, the rest debug. */
+  #keepFailing = false
+  #recovered = 0
   #closed: Promise<void> | null = null
 
   constructor (options: WebhookNotifierOptions) {
@@ -56,8 +74,10 @@ export class WebhookNotifier implements SessionEvents {
       maxAttempts: options.maxAttempts,
       retryBaseMs: options.retryBaseMs,
       retryMaxMs: options.retryMaxMs,
-      ...(options.random === undefined ? {} : { random: options.random })
+      ...(options.random === undefined ? {} : { random: options.random }),
+      ...(options.outbox === undefined ? {} : { onEnded: (delivery: Delivery) => { this.#forget(delivery) }, abandonedAre: 'kept' as const })
     })
+    this.#outbox = options.outbox
     this.#log.info({ events: [...this.#events] }, 'webhooks on')
     const target = new URL(options.url)
     if (target.protocol === 'http:' && !isLoopback(target.hostname)) {
@@ -66,9 +86,30 @@ export class WebhookNotifier implements SessionEvents {
     }
   }
 
-  /** Deliveries waiting, in flight, and counted by how they ended. */
-  get stats (): DeliveryStats {
-    return this.#queue.stats
+  /** Deliveries waiting, in flight, counted by how they ended, and taken over from the outbox. */
+  get stats (): DeliveryStats & { recovered: number } {
+    return { ...this.#queue.stats, recovered: this.#recovered }
+  }
+
+  /**
+   * Queues deliveries another node (or this node's previous run) kept and
+   * this node took over (outbox-sweep.ts), oldest first; they are kept under
+   * this node now. One that cannot be read is forgotten, logged.
+   */
+  adopt (entries: readonly OutboxEntry[]): void {
+    const adopted: Array<{ delivery: Delivery, at: number, n: number }> = []
+    for (const entry of entries) {
+      const kept = readKept(entry.text)
+      if (kept === null) {
+        this.#log.error({ delivery: entry.id }, 'webhook delivery in the outbox could not be read; dropped')
+        this.#forget({ id: entry.id })
+        continue
+      }
+      adopted.push({ delivery: { id: entry.id, type: kept.type, sessionId: kept.session, body: kept.body, attempts: 0 }, at: kept.at, n: kept.n })
+    }
+    adopted.sort((a, b) => a.at - b.at || a.n - b.n)
+    for (const { delivery } of adopted) this.#queue.add(delivery)
+    this.#recovered += adopted.length
   }
 
   // Arrow properties: callers may hold a method apart from the object.
@@ -108,9 +149,46 @@ export class WebhookNotifier implements SessionEvents {
     if (!this.#events.has(type)) return
     try {
       const body = webhookBody(type, session, data())
-      this.#queue.add({ id: body.id, type, sessionId: session.sessionId, body: JSON.stringify(body), attempts: 0 })
+      const delivery = { id: body.id, type, sessionId: session.sessionId, body: JSON.stringify(body), attempts: 0 }
+      this.#keep(delivery)
+      this.#queue.add(delivery)
     } catch (err) {
       this.#log.error({ err, type, session: session.sessionId }, 'webhook not queued')
     }
+  }
+
+  /** Keeps the delivery in the outbox (before it is queued: its forgetting, on a fast answer, comes after on the same connection). */
+  #keep (delivery: Delivery): void {
+    const outbox = this.#outbox
+    if (outbox === undefined) return
+    const kept: KeptText = { v: 1, type: delivery.type, session: delivery.sessionId, body: delivery.body, at: Date.now(), n: this.#kept++ }
+    outbox.store.keep(outbox.node, { id: delivery.id, text: JSON.stringify(kept) }).then(() => {
+      this.#keepFailing = false
+    }, (err: unknown) => {
+      const level = this.#keepFailing ? 'debug' : 'warn'
+      this.#keepFailing = true
+      this.#log[level]({ err: (err as Error).message, delivery: delivery.id }, 'webhook delivery not kept in the store: it is lost if this node stops before sending it')
+    })
+  }
+
+  /** Forgets an ended delivery in the outbox; one left there by a failure is sent again by whoever takes this node over. */
+  #forget (delivery: Pick<Delivery, 'id'>): void {
+    const outbox = this.#outbox
+    if (outbox === undefined) return
+    outbox.store.remove(outbox.node, [delivery.id]).catch((err: unknown) => {
+      this.#log.debug({ err: (err as Error).message, delivery: delivery.id }, 'ended webhook delivery not removed from the store')
+    })
+  }
+}
+
+/** The kept delivery, or null when the text is not one (the signed store has checked it was written by a node). */
+function readKept (text: string): KeptText | null {
+  try {
+    const kept = JSON.parse(text) as Partial<KeptText> | null
+    if (kept?.v !== 1 || typeof kept.type !== 'string' || typeof kept.session !== 'string' || typeof kept.body !== 'string' ||
+      typeof kept.at !== 'number' || typeof kept.n !== 'number') return null
+    return kept as KeptText
+  } catch {
+    return null
   }
 }

@@ -124,6 +124,19 @@ describe('Redis ACL of docker/compose.yaml', () => {
     await store.saveConversation(leased, Buffer.from('p\n{}'), again)
     assert.equal(await store.appendConversation(leased, 4, Buffer.from('\n{}'), again, Buffer.from('q')), true)
     assert.deepEqual(await store.loadConversation(leased), Buffer.from('q\n{}\n{}'), 'appended, and the head written over the start (SETRANGE)')
+
+    // The webhook outbox (HSET, SADD in the keep script; HDEL; SMEMBERS; HGETALL, HSET, HDEL, SREM, SADD in the takeover script).
+    await store.outbox.keep('node-acl', { id: 'd1', text: 'one' })
+    await store.outbox.keep('node-acl', { id: 'd2', text: 'two' })
+    await store.outbox.remove('node-acl', ['d2'])
+    assert.deepEqual(await store.outbox.nodes(), ['node-acl'])
+    assert.deepEqual(await store.outbox.takeOver('node-acl', 'node-acl'), [{ id: 'd1', text: 'one' }])
+    assert.deepEqual(await store.outbox.takeOver('node-acl', 'node-b'), [{ id: 'd1', text: 'one' }])
+    assert.deepEqual(await store.outbox.nodes(), ['node-b'])
+    assert.deepEqual(await redisCommand(asGateway, ['HGETALL', 'cgw:{webhooks}:out:node-acl']), [], 'the hash taken over is gone (HDEL: no DEL for this user)')
+    await store.outbox.remove('node-b', ['d1'])
+    assert.deepEqual(await store.outbox.takeOver('node-b', 'node-c'), [])
+    assert.deepEqual(await store.outbox.nodes(), [])
   })
 
   it('refuses connections without AUTH, and the default user', async () => {

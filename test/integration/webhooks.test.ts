@@ -13,8 +13,6 @@
  */
 import assert from 'node:assert/strict'
 import { createHmac } from 'node:crypto'
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { describe, it } from 'node:test'
 import type { TestContext } from 'node:test'
 import { type Frame, isHello, isPrompt, isResult, isStatus, resolved } from '../support/frames.js'
@@ -22,72 +20,10 @@ import { TOKEN_A, type TestClient, type TestGateway, eventually, gateway } from 
 import { startNodes } from '../support/gateway-nodes.js'
 import { REDIS_URL } from '../support/redis-server.js'
 import { LIMITS, answer, ask, client } from '../support/sessions.js'
-import { Waiters } from '../support/waiters.js'
+import { type Received, Receiver } from '../support/webhook-receiver.js'
 import { verifyWebhook } from '../../src/webhooks/signature.js'
 
 const SECRET = 'whsec-integration-0123456789abcdef012345'
-const WAIT_MS = 10_000
-
-interface Received {
-  headers: IncomingMessage['headers']
-  body: string
-  json: any
-  res: ServerResponse
-  /** The connection closed before an answer was sent. */
-  cutOff: boolean
-}
-
-/** A real HTTP receiver: records each request; answers 200, or holds the answer while `hang` is set. */
-class Receiver {
-  readonly requests: Received[] = []
-  readonly waiters = new Waiters()
-  hang = false
-
-  private constructor (readonly server: Server) {
-    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-      const chunks: Buffer[] = []
-      req.on('data', (c: Buffer) => chunks.push(c))
-      req.on('end', () => {
-        const body = Buffer.concat(chunks).toString('utf8')
-        const r: Received = { headers: req.headers, body, json: JSON.parse(body), res, cutOff: false }
-        res.on('close', () => { if (!res.writableEnded) r.cutOff = true; this.waiters.wake() })
-        this.requests.push(r)
-        if (!this.hang) res.writeHead(200).end()
-        this.waiters.wake()
-      })
-    })
-  }
-
-  static async start (t: TestContext, port = 0): Promise<Receiver> {
-    const server = createServer()
-    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve))
-    const receiver = new Receiver(server)
-    t.after(async () => {
-      server.closeAllConnections()
-      await new Promise((resolve) => server.close(resolve))
-    })
-    return receiver
-  }
-
-  get port (): number {
-    return (this.server.address() as AddressInfo).port
-  }
-
-  /** The events of the requests so far, in arrival order, retries included. */
-  get types (): string[] {
-    return this.requests.map((r) => r.json.type)
-  }
-
-  async until<T> (check: () => T | undefined | false, what: string): Promise<T> {
-    return await this.waiters.until(check, WAIT_MS, what, () => `received: ${this.types.join(' ')}`)
-  }
-
-  /** Answers 200 to every held request and to all later ones. */
-  release (): void {
-    this.hang = false
-    for (const r of this.requests) if (!r.res.headersSent) r.res.writeHead(200).end()
-  }
-}
 
 function webhookEnv (port: number, extra: Record<string, string> = {}): Record<string, string> {
   return { ...LIMITS, WEBHOOK_URL: `http://127.0.0.1:${port}/hooks/gateway`, WEBHOOK_SECRET: SECRET, WEBHOOK_RETRY_BASE_MS: '20', WEBHOOK_RETRY_MAX_MS: '200', ...extra }
@@ -165,7 +101,7 @@ describe('webhooks', () => {
     const text = await eventually(async () => {
       const now = await scrape()
       return /^cgw_webhook_deliveries_total\{outcome="delivered"\} 4$/m.test(now) ? now : false
-    }, WAIT_MS, 'four deliveries counted')
+    }, 10_000, 'four deliveries counted')
     assert.match(text, /^cgw_webhook_queue\{state="waiting"\} 0$/m)
     assert.match(text, /^cgw_webhook_deliveries_total\{outcome="rejected"\} 0$/m)
   })

@@ -8,12 +8,18 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, afterEach, describe, it } from 'node:test'
-import type { EventStore, RetentionOptions, SessionRecord, SessionStatus, StoredEvent } from '../../src/store/store.js'
+import type { EventStore, OutboxEntry, RetentionOptions, SessionRecord, SessionStatus, StoredEvent } from '../../src/store/store.js'
 import { eventually } from './waiters.js'
 
 export interface StoreHandle {
   store: EventStore
   cleanup: () => Promise<void>
+  /**
+   * Another store on the same data, as a second node opens it (its own
+   * connections), closed by `cleanup`. Omitted where the data lives in the
+   * one store object (memory): cases needing two nodes then use `store` twice.
+   */
+  peer?: (() => Promise<EventStore>) | undefined
 }
 
 export interface ContractOptions {
@@ -38,6 +44,12 @@ export function storeContract (
       const handle = await makeStore({ ...DEFAULT_RETENTION, ...retention })
       open.push(handle)
       return handle.store
+    }
+    /** Two stores on the same data, as two nodes have (one store twice where the data lives in one object). */
+    const makeTwo = async (): Promise<[EventStore, EventStore]> => {
+      const handle = await makeStore(DEFAULT_RETENTION)
+      open.push(handle)
+      return [handle.store, handle.peer === undefined ? handle.store : await handle.peer()]
     }
     afterEach(async () => {
       for (const handle of open.splice(0)) await handle.cleanup()
@@ -585,7 +597,114 @@ export function storeContract (
         assert.equal(await store.lastSeq('t'), null)
       })
     })
+
+    describe('webhook outbox', () => {
+      it('keeps entries per node until removed, and lists the nodes that have some', async () => {
+        const { outbox } = await make()
+        assert.deepEqual(await outbox.nodes(), [])
+        await outbox.keep('node-a', { id: 'd1', text: 'one' })
+        await outbox.keep('node-a', { id: 'd2', text: 'two' })
+        await outbox.keep('node-b', { id: 'd3', text: 'three' })
+        await outbox.keep('node-a', { id: 'd2', text: 'two, again' })
+        assert.deepEqual((await outbox.nodes()).sort(), ['node-a', 'node-b'])
+        await outbox.remove('node-a', ['d1', 'not-kept'])
+        await outbox.remove('node-a', [])
+        await outbox.remove('node-b', ['d1'])
+        assert.deepEqual(byId(await outbox.takeOver('node-a', 'node-a')), [{ id: 'd2', text: 'two, again' }])
+        assert.deepEqual(byId(await outbox.takeOver('node-b', 'node-b')), [{ id: 'd3', text: 'three' }], 'removing under another node forgets nothing')
+        await outbox.remove('node-b', ['d3'])
+        const listed = await outbox.nodes()
+        assert.ok(listed.includes('node-a'))
+        // node-b may stay listed with nothing kept, until it is taken over.
+        assert.deepEqual(await outbox.takeOver('node-b', 'node-c'), [])
+        assert.deepEqual(await outbox.nodes(), ['node-a'], 'taken over with nothing kept: listed no more, and nothing listed under the taker')
+      })
+
+      it('takeOver moves every entry to the taker, and the node taken over leaves the list', async () => {
+        const { outbox } = await make()
+        await outbox.keep('gone', { id: 'd1', text: 'one' })
+        await outbox.keep('gone', { id: 'd2', text: 'two' })
+        await outbox.keep('taker', { id: 'd3', text: 'three' })
+        assert.deepEqual(byId(await outbox.takeOver('gone', 'taker')), [{ id: 'd1', text: 'one' }, { id: 'd2', text: 'two' }])
+        assert.deepEqual(await outbox.nodes(), ['taker'])
+        assert.deepEqual(await outbox.takeOver('gone', 'taker'), [], 'nothing left to take twice')
+        assert.deepEqual(byId(await outbox.takeOver('taker', 'taker')), [{ id: 'd1', text: 'one' }, { id: 'd2', text: 'two' }, { id: 'd3', text: 'three' }])
+        await outbox.remove('taker', ['d1', 'd3'])
+        assert.deepEqual(byId(await outbox.takeOver('taker', 'next')), [{ id: 'd2', text: 'two' }], 'removed under the node that holds them now')
+        assert.deepEqual(await outbox.nodes(), ['next'])
+      })
+
+      it('takeOver of a node with nothing kept returns nothing and lists nobody', async () => {
+        const { outbox } = await make()
+        assert.deepEqual(await outbox.takeOver('never-kept', 'taker'), [])
+        assert.deepEqual(await outbox.takeOver('taker', 'taker'), [])
+        assert.deepEqual(await outbox.nodes(), [])
+      })
+
+      it('a node taking itself over gets its own entries and keeps them', async () => {
+        const { outbox } = await make()
+        await outbox.keep('self', { id: 'd1', text: 'one' })
+        await outbox.keep('self', { id: 'd2', text: 'two' })
+        for (let i = 0; i < 2; i++) assert.deepEqual(byId(await outbox.takeOver('self', 'self')), [{ id: 'd1', text: 'one' }, { id: 'd2', text: 'two' }])
+        assert.deepEqual(await outbox.nodes(), ['self'])
+      })
+
+      it('of two nodes taking one node over at once, one gets every entry and the other none', async () => {
+        const [one, two] = await makeTwo()
+        const ids = Array.from({ length: 50 }, (_, i) => `d${i}`)
+        for (let round = 0; round < 20; round++) {
+          const gone = `gone-${round}`
+          await Promise.all(ids.map((id) => one.outbox.keep(gone, { id: `${gone}-${id}`, text: `${round} ${id}` })))
+          const [byB, byC] = await Promise.all([one.outbox.takeOver(gone, 'node-b'), two.outbox.takeOver(gone, 'node-c')])
+          const [winner, loser] = byB.length > 0 ? [byB, byC] : [byC, byB]
+          assert.deepEqual(loser, [], `round ${round}: the other node got nothing`)
+          assert.deepEqual(winner.map((e) => e.id).sort(), ids.map((id) => `${gone}-${id}`).sort(), `round ${round}: one node got them all`)
+        }
+        const b = (await one.outbox.takeOver('node-b', 'node-b')).map((e) => e.id)
+        const c = (await one.outbox.takeOver('node-c', 'node-c')).map((e) => e.id)
+        assert.equal(b.length + c.length, 20 * ids.length)
+        assert.equal(new Set([...b, ...c]).size, 20 * ids.length, 'no entry kept under both')
+        assert.deepEqual((await two.outbox.nodes()).sort(), [...(b.length > 0 ? ['node-b'] : []), ...(c.length > 0 ? ['node-c'] : [])])
+      })
+
+      it('takes over 20,000 entries in one step', async () => {
+        const { outbox } = await make()
+        const count = 20_000
+        const ids = Array.from({ length: count }, (_, i) => `delivery-${i}`)
+        for (let at = 0; at < count; at += 2000) {
+          await Promise.all(ids.slice(at, at + 2000).map((id) => outbox.keep('big', { id, text: `{"n":"${id}"}` })))
+        }
+        const taken = await outbox.takeOver('big', 'taker')
+        assert.equal(taken.length, count)
+        assert.deepEqual(taken.map((e) => e.id).sort(), [...ids].sort())
+        assert.ok(taken.every((e) => e.text === `{"n":"${e.id}"}`))
+        assert.deepEqual(await outbox.nodes(), ['taker'])
+        assert.deepEqual(await outbox.takeOver('big', 'other'), [])
+        assert.equal((await outbox.takeOver('taker', 'taker')).length, count)
+      })
+
+      it('keeps texts byte for byte, whatever their characters', async () => {
+        const { outbox } = await make()
+        const texts = [
+          '',
+          'line\nbreak\r\nand\ttab',
+          '"quoted" \'single\' \\ backslash {"json":[1,2]}',
+          'separators \u2028 \u2029 and NUL \u0000',
+          'héllo wörld, 中文, emoji 🎉👩‍💻, ∑',
+          'x'.repeat(10_000) + '€'
+        ]
+        for (const [i, text] of texts.entries()) await outbox.keep('node-a', { id: `d${i}`, text })
+        const taken = byId(await outbox.takeOver('node-a', 'node-b'))
+        assert.deepEqual(taken, texts.map((text, i) => ({ id: `d${i}`, text })))
+        for (const [i, entry] of taken.entries()) assert.ok(Buffer.from(entry.text).equals(Buffer.from(texts[i] as string)), `text ${i}`)
+      })
+    })
   })
+}
+
+/** Outbox entries in id order (takeOver answers in no particular order). */
+function byId (entries: OutboxEntry[]): OutboxEntry[] {
+  return [...entries].sort((a, b) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 }
 
 /** Events `from..to` inclusive with deterministic frames. */

@@ -26,14 +26,20 @@ storeContract('memory', async (retention) => {
   return { store, cleanup: () => store.close() }
 }, { trimSlack: (max) => Math.max(1, Math.floor(max / 10)) })
 
-function makeRedis (retention: RetentionOptions): { store: RedisStore; prefix: string; cleanup: () => Promise<void> } {
+function makeRedis (retention: RetentionOptions): { store: RedisStore; prefix: string; cleanup: () => Promise<void>; peer: () => Promise<RedisStore> } {
   const prefix = `cgw-test:${randomUUID()}:`
   const store = new RedisStore({ url: REDIS_URL, prefix, retention })
+  const peers: RedisStore[] = []
   return {
     store,
     prefix,
+    peer: async () => {
+      const peer = new RedisStore({ url: REDIS_URL, prefix, retention })
+      peers.push(peer)
+      return peer
+    },
     cleanup: async () => {
-      await store.close()
+      for (const s of [store, ...peers.splice(0)]) await s.close()
       await deleteKeys(REDIS_URL, prefix)
     }
   }
@@ -48,8 +54,19 @@ if (clusterMissing === null) {
   // The cluster is private to this file: its keys go with it, no per-store deletion.
   storeContract('redis cluster', async (retention) => {
     cluster ??= startRedisCluster()
-    const store = new RedisStore({ url: (await cluster).url, cluster: true, prefix: `cgw-test:${randomUUID()}:`, retention })
-    return { store, cleanup: () => store.close() }
+    const url = (await cluster).url
+    const prefix = `cgw-test:${randomUUID()}:`
+    const store = new RedisStore({ url, cluster: true, prefix, retention })
+    const peers: RedisStore[] = []
+    return {
+      store,
+      peer: async () => {
+        const peer = new RedisStore({ url, cluster: true, prefix, retention })
+        peers.push(peer)
+        return peer
+      },
+      cleanup: async () => { for (const s of [store, ...peers.splice(0)]) await s.close() }
+    }
   }, { trimSlack: () => 100 })
 } else {
   describe('EventStore contract: redis cluster', () => {
@@ -90,6 +107,20 @@ describe('RedisStore specifics', () => {
     assert.deepEqual(await redisCommand(REDIS_URL, ['SMEMBERS', `${prefix}live`]), [])
     await store.putSession(session({ id: 'abc', tenant: 'ten', status: 'running' }))
     for (const k of ['events', 'meta']) assert.equal(await redisCommand(REDIS_URL, ['TTL', `${prefix}{abc}:${k}`]), -1, k)
+  })
+
+  it('keeps the webhook outbox in the documented keys, all on the slot of {webhooks}', async () => {
+    const { store, prefix } = make()
+    await store.outbox.keep('node-a', { id: 'd1', text: 'one' })
+    await store.outbox.keep('node-a', { id: 'd2', text: 'two' })
+    assert.deepEqual(await redisCommand(REDIS_URL, ['HGETALL', `${prefix}{webhooks}:out:node-a`]), ['d1', 'one', 'd2', 'two'])
+    assert.deepEqual(await redisCommand(REDIS_URL, ['SMEMBERS', `${prefix}{webhooks}:nodes`]), ['node-a'])
+    await store.outbox.takeOver('node-a', 'node-b')
+    assert.equal(await redisCommand(REDIS_URL, ['EXISTS', `${prefix}{webhooks}:out:node-a`]), 0, 'the hash taken over is gone')
+    assert.deepEqual(await redisCommand(REDIS_URL, ['HGETALL', `${prefix}{webhooks}:out:node-b`]), ['d1', 'one', 'd2', 'two'])
+    assert.deepEqual(await redisCommand(REDIS_URL, ['SMEMBERS', `${prefix}{webhooks}:nodes`]), ['node-b'])
+    const slots = await Promise.all(['out:node-a', 'out:{other}', 'nodes'].map((k) => redisCommand(REDIS_URL, ['CLUSTER', 'KEYSLOT', `${prefix}{webhooks}:${k}`]).catch(() => null)))
+    if (slots[0] !== null) assert.deepEqual(new Set(slots).size, 1, 'a node name with braces keeps the outbox tag')
   })
 
   it('trims with MAXLEN ~ and keeps the last id, so trimmed seqs are not re-added', async () => {

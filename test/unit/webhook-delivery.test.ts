@@ -270,7 +270,7 @@ describe('webhook delivery', () => {
     assert.equal(given.attempt, 3)
     assert.equal(given.status, 502)
     assert.equal(receiver.requests.length, 3)
-    assert.deepEqual({ ...n.stats }, { waiting: 0, inFlight: 0, delivered: 0, rejected: 0, exhausted: 1, dropped: 0, abandoned: 0 })
+    assert.deepEqual({ ...n.stats }, { waiting: 0, inFlight: 0, delivered: 0, rejected: 0, exhausted: 1, dropped: 0, abandoned: 0, recovered: 0 })
   })
 
   it('a retrying delivery holds back its own session\'s next ones, not other sessions\'', async (t) => {
@@ -320,7 +320,7 @@ describe('webhook delivery', () => {
     turn(n, 3, 'sess-a')
     turn(n, 4, 'sess-c') // the queue holds 2 waiting: 2 (the oldest) goes
     turn(n, 5, 'sess-b') // and then 3
-    assert.deepEqual({ ...n.stats }, { waiting: 2, inFlight: 1, delivered: 0, rejected: 0, exhausted: 0, dropped: 2, abandoned: 0 })
+    assert.deepEqual({ ...n.stats }, { waiting: 2, inFlight: 1, delivered: 0, rejected: 0, exhausted: 0, dropped: 2, abandoned: 0, recovered: 0 })
     const warnings = log.lines.filter((l) => l.msg === 'webhook queue full; dropped the oldest')
     assert.equal(warnings.length, 1, 'warned once, not once per drop')
     assert.equal(warnings[0].level, 40)
@@ -361,7 +361,7 @@ describe('webhook delivery', () => {
     // sess-retry#2 had its one attempt during the deadline (503: not retried while closing).
     await receiver.waiters.until(() => receiver.requests.find((r) => r.json.session_id === 'sess-hang')?.cutOff, WAIT_MS, 'the hanging request cut', () => '')
     assert.deepEqual(receiver.requests.map((r) => `${r.json.session_id as string}#${r.json.data.seq as number}`).sort(), ['sess-hang#1', 'sess-retry#1', 'sess-retry#2'])
-    assert.deepEqual({ ...n.stats }, { waiting: 0, inFlight: 0, delivered: 0, rejected: 0, exhausted: 0, dropped: 0, abandoned: 3 })
+    assert.deepEqual({ ...n.stats }, { waiting: 0, inFlight: 0, delivered: 0, rejected: 0, exhausted: 0, dropped: 0, abandoned: 3, recovered: 0 })
     turn(n, 9)
     assert.equal(n.stats.waiting, 0, 'nothing is queued once closed')
   })

@@ -1,0 +1,88 @@
+/**
+ * Finds webhook deliveries left in the store's outbox by nodes that are
+ * gone, and takes them over for this node to send. A node's deliveries stay
+ * kept until they end (webhook-notifier.ts), so a node that crashed, was
+ * killed, or stopped while its receiver was down leaves its own behind:
+ * another node (or the same NODE_ID started again) sends them, with the
+ * same Webhook-Id, so receivers that deduplicate see each event once.
+ *
+ * A node is gone when it no longer reports to the store (its report lapsed,
+ * or it left at shutdown) or, sooner, when it was a gateway of this host
+ * whose process is gone. The store's takeOver is one step: of two nodes
+ * sweeping at once, one gets the deliveries.
+ */
+import type { Logger } from 'pino'
+import type { OutboxEntry, WebhookOutbox } from '../store/store.js'
+
+export interface OutboxSweepOptions {
+  outbox: WebhookOutbox
+  /** This node's NODE_ID. */
+  node: string
+  /** The nodes reporting to the store now; a failure skips the sweep (never read as "all gone"). */
+  liveNodes: () => Promise<string[]>
+  /** Gone without waiting for its report to lapse (a gateway of this host whose pid is gone). */
+  isDead: (node: string) => boolean
+  everyMs: number
+  /** Gets what was taken over from `from` (this node's own kept deliveries at start included). */
+  onTaken: (entries: OutboxEntry[], from: string) => void
+  logger: Logger
+}
+
+export class OutboxSweep {
+  readonly #o: OutboxSweepOptions
+  #timer: NodeJS.Timeout | null = null
+  #running: Promise<void> | null = null
+  #closed = false
+
+  constructor (options: OutboxSweepOptions) {
+    this.#o = options
+  }
+
+  /**
+   * Takes this node's own kept deliveries (left by its previous run under a
+   * fixed NODE_ID) and those of nodes already gone, then sweeps every
+   * `everyMs`. Resolves after the first sweep; never rejects.
+   */
+  async start (): Promise<void> {
+    await this.#sweep(true)
+    if (this.#closed) return
+    this.#timer = setInterval(() => { void this.#sweep(false) }, this.#o.everyMs)
+    this.#timer.unref()
+  }
+
+  /** Stops sweeping; resolves once a sweep in flight is over. */
+  async close (): Promise<void> {
+    this.#closed = true
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#timer = null
+    await this.#running
+  }
+
+  /** One sweep at a time: one still running (a slow store) makes the next tick a no-op. */
+  async #sweep (first: boolean): Promise<void> {
+    if (this.#running !== null) return
+    this.#running = this.#takeOver(first).finally(() => { this.#running = null })
+    await this.#running
+  }
+
+  async #takeOver (first: boolean): Promise<void> {
+    const { outbox, node, logger } = this.#o
+    try {
+      const [kept, live] = await Promise.all([outbox.nodes(), this.#o.liveNodes()])
+      const alive = new Set(live)
+      // Its own first: what it takes over from others goes under its name, and would be read twice after.
+      kept.sort((x, y) => Number(y === node) - Number(x === node))
+      for (const from of kept) {
+        if (this.#closed) return
+        const own = from === node
+        if (own ? !first : alive.has(from) && !this.#o.isDead(from)) continue
+        const entries = await outbox.takeOver(from, node)
+        if (entries.length === 0) continue
+        logger.info({ from, deliveries: entries.length }, own ? 'webhook deliveries kept by this node\'s previous run taken up' : 'webhook deliveries of a node that is gone taken over')
+        this.#o.onTaken(entries, from)
+      }
+    } catch (err) {
+      logger.warn({ err: (err as Error).message }, 'could not look for webhook deliveries left by other nodes; trying again later')
+    }
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * Webhook deliveries kept in the store's outbox (WebhookNotifier with an
+ * outbox, OutboxSweep) over the memory outbox and a real HTTP receiver:
+ * a delivery is kept from the moment it is queued until it ends for good
+ * (delivered, rejected, given up, dropped), and stays kept when a close
+ * abandons it; deliveries taken over are sent again oldest first, the same
+ * id and bytes; the sweep takes over nodes that are gone (and this node's
+ * own previous run, once), never a live node, and nothing when it cannot
+ * tell which nodes live. Waits are on requests, logs and outbox contents.
+ */
+import assert from 'node:assert/strict'
+import { Writable } from 'node:stream'
+import { describe, it } from 'node:test'
+import type { TestContext } from 'node:test'
+import pino from 'pino'
+import { MemoryOutbox } from '../../src/store/memory-outbox.js'
+import type { OutboxEntry } from '../../src/store/store.js'
+import { OutboxSweep } from '../../src/webhooks/outbox-sweep.js'
+import { WEBHOOK_EVENT_TYPES } from '../../src/webhooks/webhook-event-types.js'
+import { type WebhookNotifierOptions, WebhookNotifier } from '../../src/webhooks/webhook-notifier.js'
+import { eventually } from '../support/gateway.js'
+import { Waiters } from '../support/waiters.js'
+import { Receiver } from '../support/webhook-receiver.js'
+
+const SECRET = 'whsec-unit-0123456789abcdef0123456789'
+const WAIT_MS = 10_000
+
+/** A pino logger whose JSON lines a test can read. */
+function captured (): { logger: pino.Logger, lines: any[] } {
+  const lines: any[] = []
+  const stream = new Writable({
+    write (chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString().split('\n').filter((l) => l !== '')) lines.push(JSON.parse(line))
+      done()
+    }
+  })
+  return { logger: pino({ level: 'debug' }, stream), lines }
+}
+
+function notifier (t: TestContext, receiver: Receiver, outbox: MemoryOutbox, node: string, options: Partial<WebhookNotifierOptions> = {}): WebhookNotifier {
+  const n = new WebhookNotifier({
+    url: `http://127.0.0.1:${receiver.port}/hook`,
+    secret: SECRET,
+    events: WEBHOOK_EVENT_TYPES,
+    timeoutMs: 5_000,
+    maxAttempts: 5,
+    retryBaseMs: 20,
+    retryMaxMs: 100,
+    concurrency: 4,
+    queueMax: 100,
+    logger: pino({ level: 'silent' }),
+    outbox: { store: outbox, node },
+    ...options
+  })
+  t.after(() => n.close(100))
+  return n
+}
+
+/** A turn.finished whose seq tells deliveries apart. */
+function turn (n: WebhookNotifier, seq: number, session = 'sess-a'): void {
+  n.turnFinished({ sessionId: session, tenant: 'tenant-a' }, { subtype: 'success', isError: false, durationMs: 5, totalCostUsd: 0.01, result: `turn ${seq}`, seq })
+}
+
+/** What `node` has kept (read without moving anything). */
+async function kept (outbox: MemoryOutbox, node: string): Promise<OutboxEntry[]> {
+  return await outbox.takeOver(node, node)
+}
+
+/** The seqs of the kept deliveries' bodies, sorted. */
+async function keptSeqs (outbox: MemoryOutbox, node: string): Promise<number[]> {
+  return (await kept(outbox, node)).map((e) => JSON.parse(JSON.parse(e.text).body).data.seq as number).sort((a, b) => a - b)
+}
+
+describe('webhook outbox', () => {
+  it('keeps a delivery from its queueing until it ends: delivered, rejected, given up and dropped ones are forgotten, an abandoned one stays', async (t) => {
+    const receiver = await Receiver.start(t)
+    const outbox = new MemoryOutbox()
+    const n = notifier(t, receiver, outbox, 'n1', { maxAttempts: 2, queueMax: 1, concurrency: 1 })
+
+    receiver.hang = true
+    turn(n, 1)
+    const first = await receiver.until(() => receiver.requests[0], 'the first attempt')
+    const [entry] = await kept(outbox, 'n1') as [OutboxEntry]
+    assert.equal(entry.id, first.json.id, 'kept under its Webhook-Id while in flight')
+    assert.equal(JSON.parse(entry.text).body, first.body, 'with the very bytes sent')
+    turn(n, 2) // waits behind the first (concurrency 1)
+    turn(n, 3) // the queue holds 1 waiting: 2 is dropped
+    assert.deepEqual(await keptSeqs(outbox, 'n1'), [1, 3])
+    receiver.release()
+    await eventually(() => n.stats.delivered === 2, WAIT_MS, 'two delivered')
+    await eventually(async () => (await kept(outbox, 'n1')).length === 0, WAIT_MS, 'delivered ones forgotten')
+
+    receiver.status = 400
+    turn(n, 4)
+    await eventually(() => n.stats.rejected === 1, WAIT_MS, 'rejected')
+    receiver.status = 503
+    turn(n, 5)
+    await eventually(() => n.stats.exhausted === 1, WAIT_MS, 'given up after two attempts')
+    await eventually(async () => (await kept(outbox, 'n1')).length === 0, WAIT_MS, 'rejected and exhausted ones forgotten')
+
+    turn(n, 6)
+    await receiver.until(() => receiver.requests.some((r) => r.json.data.seq === 6), 'the sixth offered')
+    await n.close(50)
+    assert.equal(n.stats.abandoned, 1)
+    assert.deepEqual(await keptSeqs(outbox, 'n1'), [6], 'abandoned at close: still kept for another node')
+  })
+
+  it('sends what it takes over oldest first, with the same ids and bytes, attempts from 1, and forgets each once sent; an unreadable entry is dropped', async (t) => {
+    const receiver = await Receiver.start(t)
+    receiver.status = 503
+    const outbox = new MemoryOutbox()
+    const gone = notifier(t, receiver, outbox, 'gone')
+    for (let seq = 1; seq <= 3; seq++) turn(gone, seq, seq === 2 ? 'sess-b' : 'sess-a')
+    await receiver.until(() => receiver.requests.length >= 3 && receiver.requests, 'three attempts')
+    await gone.close(50)
+    const offered = new Map(receiver.requests.map((r) => [r.json.data.seq as number, r]))
+
+    const from = receiver.requests.length
+    receiver.status = 200
+    const log = captured()
+    const next = notifier(t, receiver, outbox, 'next', { logger: log.logger })
+    await outbox.keep('gone', { id: 'not-a-delivery', text: '{"v":1}' })
+    next.adopt(await outbox.takeOver('gone', 'next'))
+    await receiver.until(() => receiver.requests.length >= from + 3, 'the three sent again')
+    const sent = receiver.requests.slice(from)
+    assert.deepEqual(sent.map((r) => r.json.data.seq), [1, 2, 3], 'oldest first')
+    for (const r of sent) {
+      const before = offered.get(r.json.data.seq) as NonNullable<ReturnType<typeof offered.get>>
+      assert.equal(r.headers['webhook-id'], before.headers['webhook-id'])
+      assert.equal(r.body, before.body)
+      assert.equal(r.headers['webhook-attempt'], '1')
+    }
+    assert.equal(next.stats.recovered, 3)
+    assert.ok(log.lines.some((l) => l.level === 50 && l.delivery === 'not-a-delivery'), 'the unreadable entry is logged')
+    await eventually(async () => (await kept(outbox, 'next')).length === 0, WAIT_MS, 'all forgotten, the unreadable one too')
+  })
+})
+
+describe('OutboxSweep', () => {
+  const entry = (id: string): OutboxEntry => ({ id, text: id })
+
+  it('takes over nodes that are gone, its own previous run once, never a live node; then sweeps again', async (t) => {
+    const outbox = new MemoryOutbox()
+    for (const node of ['gone', 'alive', 'pid-gone', 'self']) await outbox.keep(node, entry(`${node}-1`))
+    const taken: Array<[string, string[]]> = []
+    const waiters = new Waiters()
+    const sweep = new OutboxSweep({
+      outbox,
+      node: 'self',
+      liveNodes: async () => ['alive', 'pid-gone', 'self'],
+      isDead: (node) => node === 'pid-gone',
+      everyMs: 20,
+      onTaken: (entries, from) => { taken.push([from, entries.map((e) => e.id)]); waiters.wake() },
+      logger: pino({ level: 'silent' })
+    })
+    t.after(() => sweep.close())
+    await sweep.start()
+    assert.deepEqual(taken.sort(), [['gone', ['gone-1']], ['pid-gone', ['pid-gone-1']], ['self', ['self-1']]])
+    assert.deepEqual((await kept(outbox, 'alive')).map((e) => e.id), ['alive-1'])
+    assert.deepEqual((await kept(outbox, 'self')).map((e) => e.id).sort(), ['gone-1', 'pid-gone-1', 'self-1'], 'moved under this node')
+
+    await outbox.keep('self', entry('self-2'))
+    await outbox.keep('gone-later', entry('later-1'))
+    await waiters.until(() => taken.some(([from]) => from === 'gone-later'), WAIT_MS, 'a later sweep', () => JSON.stringify(taken))
+    assert.ok(!taken.some(([, ids]) => ids.includes('self-2')), 'its own live deliveries are never taken again')
+    assert.deepEqual((await kept(outbox, 'alive')).map((e) => e.id), ['alive-1'])
+  })
+
+  it('takes nothing when it cannot read which nodes are live', async (t) => {
+    const outbox = new MemoryOutbox()
+    await outbox.keep('maybe-alive', entry('m-1'))
+    const log = captured()
+    let taken = 0
+    const sweep = new OutboxSweep({
+      outbox,
+      node: 'self',
+      liveNodes: async () => { throw new Error('store down') },
+      isDead: () => false,
+      everyMs: 60_000,
+      onTaken: () => { taken++ },
+      logger: log.logger
+    })
+    t.after(() => sweep.close())
+    await sweep.start()
+    assert.equal(taken, 0)
+    assert.deepEqual((await kept(outbox, 'maybe-alive')).map((e) => e.id), ['m-1'])
+    assert.ok(log.lines.some((l) => l.level === 40 && /store down/.test(l.err)), 'warned')
+  })
+})
