@@ -1,11 +1,10 @@
 #!/bin/sh
 # Starts Redis for claude-gateway with users.acl (which cannot hold comments):
 #   - the default user is off: a connection without AUTH can do nothing;
-#   - user `cgw` reaches only keys under `cgw:` (the gateway's REDIS_PREFIX)
-#     and only the commands src/store/redis.ts sends (PING, INFO for the
-#     client's ready check, GET/SET/EXPIRE/PERSIST, MULTI/EXEC/DISCARD,
-#     ZADD/ZREM/ZREVRANGEBYSCORE, SADD/SREM/SMEMBERS, XRANGE, EVAL/EVALSHA and,
-#     inside the append script, XADD/PTTL/PEXPIRE); no pub/sub channels.
+#   - user `cgw` reaches only keys under `cgw:` (the gateway's REDIS_PREFIX),
+#     pub/sub channels under `cgw:` (the live feed), and only the commands
+#     the store sends, users.acl lists them (test/integration/redis-acl.test.ts
+#     runs the store under it); no KEYS, SCAN, DEL, FLUSHALL or CONFIG.
 # The template's __CGW_PASSWORD_SHA256__ becomes the SHA-256 of the password
 # secret, so the password itself is written nowhere. Then the image's own
 # entrypoint runs (it drops to the redis user).
