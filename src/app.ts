@@ -365,7 +365,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     }
     await router.start()
     await placement.start()
-    await outboxSweep?.start() // listed by placement first: no other node takes this one's deliveries for a gone node's
+    await outboxSweep?.start() // after placement's first report: listed itself before it judges which nodes are gone
     const reaped = await reapOrphans(pidDir, config.cliStopTimeoutMs)
     if (reaped.length > 0) logger.warn({ pids: reaped }, 'ended CLIs left running by a previous gateway process')
     try {
