@@ -190,7 +190,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
       liveNodes: async () => (await store.listNodes()).map((n) => n.node),
       isDead: isDeadLocalNode,
       everyMs: config.sessionLeaseMs,
-      onTaken: (entries) => { webhooks.adopt(entries) },
+      onTaken: (entries, from) => { webhooks.adopt(entries, from) },
       logger
     })
   const manager: SessionManager = new SessionManager({

@@ -33,6 +33,8 @@ export class OutboxSweep {
   #timer: NodeJS.Timeout | null = null
   #running: Promise<void> | null = null
   #closed = false
+  /** Whether this node's own kept deliveries (its previous run's) were taken up: until then each sweep tries. */
+  #ownTaken = false
 
   constructor (options: OutboxSweepOptions) {
     this.#o = options
@@ -40,13 +42,14 @@ export class OutboxSweep {
 
   /**
    * Takes this node's own kept deliveries (left by its previous run under a
-   * fixed NODE_ID) and those of nodes already gone, then sweeps every
-   * `everyMs`. Resolves after the first sweep; never rejects.
+   * fixed NODE_ID; retried at each sweep until the store answers) and those
+   * of nodes already gone, then sweeps every `everyMs`. Resolves after the
+   * first sweep; never rejects.
    */
   async start (): Promise<void> {
-    await this.#sweep(true)
+    await this.#sweep()
     if (this.#closed) return
-    this.#timer = setInterval(() => { void this.#sweep(false) }, this.#o.everyMs)
+    this.#timer = setInterval(() => { void this.#sweep() }, this.#o.everyMs)
     this.#timer.unref()
   }
 
@@ -59,26 +62,32 @@ export class OutboxSweep {
   }
 
   /** One sweep at a time: one still running (a slow store) makes the next tick a no-op. */
-  async #sweep (first: boolean): Promise<void> {
+  async #sweep (): Promise<void> {
     if (this.#running !== null) return
-    this.#running = this.#takeOver(first).finally(() => { this.#running = null })
+    this.#running = this.#takeOver().finally(() => { this.#running = null })
     await this.#running
   }
 
-  async #takeOver (first: boolean): Promise<void> {
+  async #takeOver (): Promise<void> {
     const { outbox, node, logger } = this.#o
     try {
+      if (!this.#ownTaken) {
+        // Its own first: what it takes over from others goes under its name, and would be read twice after.
+        const entries = await outbox.takeOver(node, node)
+        this.#ownTaken = true
+        if (entries.length > 0) {
+          logger.info({ deliveries: entries.length }, 'webhook deliveries kept by this node\'s previous run taken up')
+          this.#o.onTaken(entries, node)
+        }
+      }
       const [kept, live] = await Promise.all([outbox.nodes(), this.#o.liveNodes()])
       const alive = new Set(live)
-      // Its own first: what it takes over from others goes under its name, and would be read twice after.
-      kept.sort((x, y) => Number(y === node) - Number(x === node))
       for (const from of kept) {
         if (this.#closed) return
-        const own = from === node
-        if (own ? !first : alive.has(from) && !this.#o.isDead(from)) continue
+        if (from === node || (alive.has(from) && !this.#o.isDead(from))) continue
         const entries = await outbox.takeOver(from, node)
         if (entries.length === 0) continue
-        logger.info({ from, deliveries: entries.length }, own ? 'webhook deliveries kept by this node\'s previous run taken up' : 'webhook deliveries of a node that is gone taken over')
+        logger.info({ from, deliveries: entries.length }, 'webhook deliveries of a node that is gone taken over')
         this.#o.onTaken(entries, from)
       }
     } catch (err) {

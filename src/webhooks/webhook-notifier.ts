@@ -59,6 +59,8 @@ export class WebhookNotifier implements SessionEvents {
   /** Whether the last keep failed: the first failure of a run is warned, the rest debug. */
   #keepFailing = false
   #recovered = 0
+  /** Deliveries kept from this time on are this run's own (adopt tells them from a previous run's). */
+  readonly #startedAt = Date.now()
   #closed: Promise<void> | null = null
 
   constructor (options: WebhookNotifierOptions) {
@@ -92,19 +94,22 @@ export class WebhookNotifier implements SessionEvents {
   }
 
   /**
-   * Queues deliveries another node (or this node's previous run) kept and
-   * this node took over (outbox-sweep.ts), oldest first; they are kept under
-   * this node now. One that cannot be read is forgotten, logged.
+   * Queues deliveries node `from` kept and this node took over
+   * (outbox-sweep.ts), oldest first; they are kept under this node now.
+   * From this node's own name, only those of its previous run (this run's
+   * are queued already). One that cannot be read is forgotten, logged.
    */
-  adopt (entries: readonly OutboxEntry[]): void {
+  adopt (entries: readonly OutboxEntry[], from: string): void {
+    const own = from === this.#outbox?.node
     const adopted: Array<{ delivery: Delivery, at: number, n: number }> = []
     for (const entry of entries) {
       const kept = readKept(entry.text)
       if (kept === null) {
-        this.#log.error({ delivery: entry.id }, 'webhook delivery in the outbox could not be read; dropped')
+        this.#log.error({ delivery: entry.id, from }, 'webhook delivery in the outbox could not be read; dropped')
         this.#forget({ id: entry.id })
         continue
       }
+      if (own && kept.at >= this.#startedAt) continue
       adopted.push({ delivery: { id: entry.id, type: kept.type, sessionId: kept.session, body: kept.body, attempts: 0 }, at: kept.at, n: kept.n })
     }
     adopted.sort((a, b) => a.at - b.at || a.n - b.n)

@@ -120,7 +120,7 @@ describe('webhook outbox', () => {
     const log = captured()
     const next = notifier(t, receiver, outbox, 'next', { logger: log.logger })
     await outbox.keep('gone', { id: 'not-a-delivery', text: '{"v":1}' })
-    next.adopt(await outbox.takeOver('gone', 'next'))
+    next.adopt(await outbox.takeOver('gone', 'next'), 'gone')
     await receiver.until(() => receiver.requests.length >= from + 3, 'the three sent again')
     const sent = receiver.requests.slice(from)
     assert.deepEqual(sent.map((r) => r.json.data.seq), [1, 2, 3], 'oldest first')
@@ -133,6 +133,27 @@ describe('webhook outbox', () => {
     assert.equal(next.stats.recovered, 3)
     assert.ok(log.lines.some((l) => l.level === 50 && l.delivery === 'not-a-delivery'), 'the unreadable entry is logged')
     await eventually(async () => (await kept(outbox, 'next')).length === 0, WAIT_MS, 'all forgotten, the unreadable one too')
+  })
+
+  it('takes up its own previous run\'s deliveries, not this run\'s, which are queued already', async (t) => {
+    const receiver = await Receiver.start(t)
+    receiver.status = 503
+    const outbox = new MemoryOutbox()
+    const before = notifier(t, receiver, outbox, 'fixed-id')
+    turn(before, 1)
+    await receiver.until(() => receiver.requests.length >= 1, 'the previous run\'s attempt')
+    await before.close(50)
+
+    const from = receiver.requests.length
+    receiver.status = 200
+    const again = notifier(t, receiver, outbox, 'fixed-id')
+    turn(again, 2) // kept before the store answers the sweep's first takeover
+    await receiver.until(() => receiver.requests.slice(from).some((r) => r.json.data.seq === 2), 'this run\'s own')
+    again.adopt(await outbox.takeOver('fixed-id', 'fixed-id'), 'fixed-id')
+    await receiver.until(() => receiver.requests.slice(from).some((r) => r.json.data.seq === 1), 'the previous run\'s')
+    await eventually(async () => (await kept(outbox, 'fixed-id')).length === 0, WAIT_MS, 'both forgotten once delivered')
+    assert.deepEqual(receiver.requests.slice(from).map((r) => r.json.data.seq).sort(), [1, 2], 'each sent once')
+    assert.equal(again.stats.recovered, 1)
   })
 })
 
@@ -164,6 +185,37 @@ describe('OutboxSweep', () => {
     await waiters.until(() => taken.some(([from]) => from === 'gone-later'), WAIT_MS, 'a later sweep', () => JSON.stringify(taken))
     assert.ok(!taken.some(([, ids]) => ids.includes('self-2')), 'its own live deliveries are never taken again')
     assert.deepEqual((await kept(outbox, 'alive')).map((e) => e.id), ['alive-1'])
+  })
+
+  it('tries its own previous run\'s deliveries again at the next sweep when the store did not answer the first', async (t) => {
+    const outbox = new MemoryOutbox()
+    await outbox.keep('self', entry('previous-run'))
+    let failures = 1
+    const flaky = {
+      keep: outbox.keep.bind(outbox),
+      remove: outbox.remove.bind(outbox),
+      nodes: outbox.nodes.bind(outbox),
+      takeOver: async (from: string, to: string) => {
+        if (failures-- > 0) throw new Error('store down')
+        return await outbox.takeOver(from, to)
+      }
+    }
+    const taken: string[] = []
+    const waiters = new Waiters()
+    const sweep = new OutboxSweep({
+      outbox: flaky,
+      node: 'self',
+      liveNodes: async () => ['self'],
+      isDead: () => false,
+      everyMs: 20,
+      onTaken: (entries) => { taken.push(...entries.map((e) => e.id)); waiters.wake() },
+      logger: pino({ level: 'silent' })
+    })
+    t.after(() => sweep.close())
+    await sweep.start()
+    assert.deepEqual(taken, [], 'the first sweep failed')
+    await waiters.until(() => taken.length > 0, WAIT_MS, 'a later sweep', () => JSON.stringify(taken))
+    assert.deepEqual(taken, ['previous-run'])
   })
 
   it('takes nothing when it cannot read which nodes are live', async (t) => {
