@@ -182,6 +182,8 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   // Redis, kept there until sent, so a node that stops or dies leaves them to another node.
   const outbox = config.webhook !== null && chosenStore.kind === 'redis' ? { store: store.outbox, node: config.nodeId } : undefined
   const webhooks = config.webhook === null ? null : new WebhookNotifier({ ...config.webhook, logger, ...(outbox === undefined ? {} : { outbox }) })
+  // A Redis that answers again may have lost what it held (no persistence): what is still to send is kept again.
+  if (webhooks !== null && outbox !== undefined) store.onReconnect?.(() => { webhooks.keepAgain() })
   const outboxSweep = webhooks === null || outbox === undefined
     ? null
     : new OutboxSweep({

@@ -115,6 +115,11 @@ export class DeliveryQueue {
     return { waiting: this.#held.size - this.#sending.size, inFlight: this.#sending.size, ...this.#stats }
   }
 
+  /** Every delivery not ended yet (waiting, backing off or in flight), oldest first. */
+  held (): Delivery[] {
+    return [...this.#held]
+  }
+
   /** Queues `delivery` (sent at once when a slot is free); ignored once closing. Never waits, never throws. */
   add (delivery: Delivery): void {
     if (this.#closing) {

@@ -117,6 +117,15 @@ export class WebhookNotifier implements SessionEvents {
     this.#recovered += adopted.length
   }
 
+  /**
+   * Keeps every delivery not ended yet again, oldest first: the store
+   * answers again after a lost connection and may have lost what it held (a
+   * Redis restarted without persistence), as session records are saved again.
+   */
+  keepAgain (): void {
+    for (const delivery of this.#queue.held()) this.#keep(delivery)
+  }
+
   // Arrow properties: callers may hold a method apart from the object.
   readonly permissionRequested: SessionEvents['permissionRequested'] = (session, e) => {
     this.#emit('permission.requested', session, () => permissionRequestedData(e))

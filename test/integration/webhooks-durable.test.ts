@@ -10,7 +10,9 @@
  *   and the session.ended of its shutdown reach the receiver from the other
  *   node, in order;
  * - an outbox entry written into Redis behind the gateways' back (unsigned)
- *   is taken over and dropped, never sent.
+ *   is taken over and dropped, never sent;
+ * - a Redis restarted without its data: the gateway keeps what it still has
+ *   to send again once Redis answers.
  *
  * Every wait is on a request arriving, a process exiting, a key in Redis or
  * a metric; none is a sleep.
@@ -19,10 +21,11 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { describe, it } from 'node:test'
 import type { TestContext } from 'node:test'
+import { defaultNodeId } from '../../src/config/settings.js'
 import { isHello, isResult } from '../support/frames.js'
-import { TOKEN_A, eventually } from '../support/gateway.js'
+import { TOKEN_A, eventually, gateway } from '../support/gateway.js'
 import { type GatewayNode, type GatewayNodes, startNodes } from '../support/gateway-nodes.js'
-import { REDIS_URL, redisCommand } from '../support/redis-server.js'
+import { REDIS_URL, redisCommand, startRedisServer } from '../support/redis-server.js'
 import { Receiver } from '../support/webhook-receiver.js'
 
 const SECRET = 'whsec-integration-0123456789abcdef012345'
@@ -112,5 +115,31 @@ describe('webhook deliveries kept in Redis', { timeout: 60_000 }, () => {
     await receiver.until(() => receiver.requests.slice(from).filter((r) => r.json.session_id === sessionId).length >= 2, 'both events from node b', WAIT_MS)
     assert.deepEqual(receiver.requests.slice(from).filter((r) => r.json.session_id === sessionId).map((r) => r.json.type), ['turn.finished', 'session.ended'])
     assert.equal(await recovered(b), 2)
+  })
+
+  it('a Redis restarted without its data: what is still to send is kept again once it answers', async (t) => {
+    const server = await startRedisServer()
+    t.after(() => server.kill())
+    const receiver = await Receiver.start(t)
+    receiver.status = 503
+    const gw = await gateway(t, { env: { REDIS_URL: server.url, REDIS_PREFIX: 'cgw-wh:', WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/hooks`, WEBHOOK_SECRET: SECRET, WEBHOOK_RETRY_BASE_MS: '20', WEBHOOK_RETRY_MAX_MS: '200', WEBHOOK_MAX_ATTEMPTS: '100' } })
+    const { id } = await gw.createSession()
+    const holder = await gw.connect(id)
+    await holder.waitFor(isHello)
+    holder.sendUser('hello')
+    await holder.waitFor(isResult)
+    const offered = await receiver.until(() => receiver.requests.find((r) => r.json.type === 'turn.finished'), 'turn.finished offered')
+    const key = `cgw-wh:{webhooks}:out:${defaultNodeId()}`
+    const keptNow = async (): Promise<boolean> => await redisCommand(server.url, ['HEXISTS', key, offered.json.id]) === 1
+    await eventually(keptNow, WAIT_MS, 'kept in Redis')
+
+    await server.stop()
+    await server.start()
+    assert.equal(await redisCommand(server.url, ['EXISTS', key]), 0, 'the restart lost it')
+    await eventually(keptNow, WAIT_MS, 'kept again once the gateway is connected again')
+
+    receiver.status = 200
+    await receiver.until(() => receiver.requests.some((r) => r.json.id === offered.json.id && r.res.statusCode === 200), 'delivered')
+    await eventually(async () => !await keptNow(), WAIT_MS, 'forgotten once delivered')
   })
 })
