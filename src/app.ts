@@ -11,7 +11,7 @@ import websocket from '@fastify/websocket'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
 import pino, { type Logger } from 'pino'
-import { AnyOf, JwtAuthenticator } from './auth/jwt.js'
+import { AnyOf, JwtAuthenticator, jwtExpiresAt } from './auth/jwt.js'
 import { LiveCredentials } from './auth/live-credentials.js'
 import { type Authenticator, StaticTokens } from './auth/static-tokens.js'
 import { TicketBook } from './auth/tickets.js'
@@ -133,7 +133,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     }
     initial = authenticatorFor(config, generatedToken)
   }
-  const authenticator = new LiveCredentials(initial)
+  const authenticator = new LiveCredentials(initial, { expiresAt: config.jwtExpiryEndsConnections ? jwtExpiresAt : undefined })
   // Read by CliPlan at each CLI start; a reload replaces what it holds.
   const tenantApiKeys = new Map(config.tenantApiKeys ?? [])
   // Signed with the secret every node shares and spent in the store: redeemable on any node, once.

@@ -40,6 +40,7 @@ export const errorTable = {
   session_elsewhere: { statusCode: 409, message: 'The session\'s CLI runs on another gateway node; send this there, or again once it has stopped' },
   cli_start_failed: { statusCode: 502, message: 'The CLI could not be started' },
   cli_output_rejected: { statusCode: 502, message: 'The CLI printed a line the gateway could not relay' },
+  credential_refused: { statusCode: 401, message: 'The credential presented is not valid now, or names another tenant; the connection keeps the one it had' },
   store_overflow: { statusCode: 507, message: 'Events held in memory passed STORE_QUEUE_MAX; the oldest unsaved ones were dropped from history' }
 } as const satisfies Record<string, { statusCode: number; message: string }>
 
@@ -98,5 +99,6 @@ export const endCloseCodes = {
   store_unavailable: closeCodes.tryAgainLater,
   shutting_down: closeCodes.serviceRestart,
   session_moved: closeCodes.serviceRestart,
-  credential_revoked: closeCodes.credentialRevoked
+  credential_revoked: closeCodes.credentialRevoked,
+  credential_expired: closeCodes.credentialRevoked
 } as const

@@ -4,7 +4,7 @@
  * comes from a configurable claim. `jose` rather than hand-written code:
  * signature, algorithm pinning and time-claim checks are easy to get wrong.
  */
-import { type CryptoKey, type JWTVerifyOptions, importSPKI, jwtVerify } from 'jose'
+import { type CryptoKey, type JWTVerifyOptions, decodeJwt, importSPKI, jwtVerify } from 'jose'
 import type { Authenticator } from './static-tokens.js'
 import { isTenantName } from './tenant-name.js'
 
@@ -81,6 +81,21 @@ export class AnyOf implements Authenticator {
       const tenant = await a.authenticate(token)
       if (tenant !== null) return tenant
     }
+    return null
+  }
+}
+
+/**
+ * When a JWT expires (its `exp`, in ms since the epoch), read without
+ * checking it: for a credential the authenticator has just taken. Null for
+ * anything that is not a JWT with a numeric `exp` (a static token).
+ */
+export function jwtExpiresAt (token: string): number | null {
+  if (token.split('.').length !== 3) return null
+  try {
+    const { exp } = decodeJwt(token)
+    return typeof exp === 'number' && Number.isFinite(exp) ? exp * 1000 : null
+  } catch {
     return null
   }
 }

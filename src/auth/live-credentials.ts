@@ -8,32 +8,80 @@
  * request with that credential would be refused. A connection opened with a
  * single-use ticket is listed with the credential the ticket was issued to
  * (tickets.ts).
+ *
+ * With an `expiresAt` rule (JWT_EXPIRY_ENDS_CONNECTIONS), a connection also
+ * ends when its credential expires, as a request with it would then be
+ * refused; a WebSocket client keeps it open by presenting a newer
+ * credential of the same tenant before then (the `credential` frame).
  */
 import type { Authenticator } from './static-tokens.js'
 
-/** A connection a reload may end. */
+/** Why a listed connection is ended. */
+export type CredentialEnd = 'revoked' | 'expired'
+
+/** A connection a reload, or its credential's expiry, may end. */
 export interface LiveConnection {
   tenant: string
-  /** The bearer credential it was opened with (a token or a JWT), or its ticket was issued to. */
+  /** The bearer credential it was opened with (a token or a JWT), or its ticket was issued to; a presented one replaces it. */
   credential: string
   /** Ends it (the credential no longer holds). */
-  end: () => void
+  end: (why: CredentialEnd) => void
+}
+
+/** A connection as listed: what its owner may do with the listing. */
+export interface Listed {
+  /** When its credential ends it (ms since the epoch), or null when nothing does. */
+  readonly expiresAt: number | null
+  /**
+   * Takes `credential` in place of the connection's own if it authenticates
+   * now as the same tenant: the connection then lives by it (its expiry, the
+   * next reload's check). Resolves with the new expiry (ms, or null), or
+   * false, changing nothing, when it is refused.
+   */
+  present: (credential: string) => Promise<{ expiresAt: number | null } | false>
+  /** Takes it off the list (at its close). */
+  unlist: () => void
+}
+
+export interface LiveCredentialsOptions {
+  /** When a credential expires (ms since the epoch), or null when it does not; absent: connections never expire. */
+  expiresAt?: ((credential: string) => number | null) | undefined
+  now?: () => number
+}
+
+/** setTimeout's longest delay; a later expiry is armed again when it fires. */
+const MAX_DELAY_MS = 2 ** 31 - 1
+
+interface Entry {
+  connection: LiveConnection
+  expiresAt: number | null
+  timer: NodeJS.Timeout | null
 }
 
 export class LiveCredentials implements Authenticator {
   #current: Authenticator
-  readonly #live = new Set<LiveConnection>()
+  readonly #live = new Map<LiveConnection, Entry>()
+  readonly #expiresAt: (credential: string) => number | null
+  readonly #now: () => number
 
-  constructor (initial: Authenticator) {
+  constructor (initial: Authenticator, options: LiveCredentialsOptions = {}) {
     this.#current = initial
+    this.#expiresAt = options.expiresAt ?? (() => null)
+    this.#now = options.now ?? Date.now
   }
 
   authenticate (token: string): Promise<string | null> { return this.#current.authenticate(token) }
 
-  /** Lists a connection until the returned function is called (at its close). */
-  add (connection: LiveConnection): () => void {
-    this.#live.add(connection)
-    return () => { this.#live.delete(connection) }
+  /** Lists a connection (and arms its expiry) until `unlist`. */
+  add (connection: LiveConnection): Listed {
+    const entry: Entry = { connection, expiresAt: null, timer: null }
+    this.#live.set(connection, entry)
+    this.#arm(entry, this.#expiresAt(connection.credential))
+    return {
+      get expiresAt () { return entry.expiresAt },
+      present: async (credential) => await this.#present(entry, credential),
+      unlist: () => { this.#drop(entry) }
+    }
   }
 
   /** Connections listed. */
@@ -47,13 +95,53 @@ export class LiveCredentials implements Authenticator {
   async replace (next: Authenticator): Promise<number> {
     this.#current = next
     let ended = 0
-    for (const connection of [...this.#live]) {
+    for (const entry of [...this.#live.values()]) {
+      const { connection } = entry
       const tenant = await next.authenticate(connection.credential).catch(() => null) // an authenticator that fails refuses
-      if (tenant === connection.tenant || !this.#live.has(connection)) continue
-      this.#live.delete(connection)
-      connection.end()
+      if (tenant === connection.tenant || this.#live.get(connection) !== entry) continue
+      this.#drop(entry)
+      connection.end('revoked')
       ended++
     }
     return ended
+  }
+
+  async #present (entry: Entry, credential: string): Promise<{ expiresAt: number | null } | false> {
+    const tenant = await this.#current.authenticate(credential).catch(() => null)
+    if (tenant !== entry.connection.tenant || this.#live.get(entry.connection) !== entry) return false
+    entry.connection.credential = credential
+    this.#arm(entry, this.#expiresAt(credential))
+    return { expiresAt: entry.expiresAt }
+  }
+
+  #arm (entry: Entry, expiresAt: number | null): void {
+    if (entry.timer !== null) clearTimeout(entry.timer)
+    entry.timer = null
+    entry.expiresAt = expiresAt
+    if (expiresAt === null) return
+    const left = expiresAt - this.#now()
+    if (left <= 0) {
+      // Expired between its check and now (or presented so): ended as if the timer had fired.
+      queueMicrotask(() => { this.#expire(entry) })
+      return
+    }
+    entry.timer = setTimeout(() => { this.#expire(entry) }, Math.min(left, MAX_DELAY_MS))
+    entry.timer.unref()
+  }
+
+  #expire (entry: Entry): void {
+    if (this.#live.get(entry.connection) !== entry || entry.expiresAt === null) return
+    if (entry.expiresAt > this.#now()) {
+      this.#arm(entry, entry.expiresAt) // past setTimeout's reach: armed again
+      return
+    }
+    this.#drop(entry)
+    entry.connection.end('expired')
+  }
+
+  #drop (entry: Entry): void {
+    if (entry.timer !== null) clearTimeout(entry.timer)
+    entry.timer = null
+    if (this.#live.get(entry.connection) === entry) this.#live.delete(entry.connection)
   }
 }

@@ -146,6 +146,9 @@ export interface GatewayErrorFrame {
   dropped?: number
 }
 
+/** When this connection's credential ends it (ISO 8601; null: nothing does), after hello and after each `credential` frame sent. */
+export interface CredentialFrame { type: 'gateway', subtype: 'credential', expires_at: string | null }
+
 /** The gateway's heartbeat (or a CLI keep_alive, which may carry fields). */
 export interface KeepAliveFrame { type: 'keep_alive', [field: string]: unknown }
 
@@ -155,7 +158,7 @@ export interface KeepAliveFrame { type: 'keep_alive', [field: string]: unknown }
  * the gateway hands out again to a new holder: its seq was already
  * delivered as a 'frame', so it comes here instead.
  */
-export type LiveFrame = HelloFrame | HolderFrame | StoreFrame | GapFrame | GatewayErrorFrame | KeepAliveFrame | SDKControlResponse | Recorded<SDKControlRequest>
+export type LiveFrame = HelloFrame | HolderFrame | StoreFrame | GapFrame | CredentialFrame | GatewayErrorFrame | KeepAliveFrame | SDKControlResponse | Recorded<SDKControlRequest>
 
 export type Role = 'controller' | 'observer'
 

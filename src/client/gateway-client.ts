@@ -17,6 +17,14 @@ export interface GatewayClientOptions {
   url: string
   /** A GATEWAY_TOKENS token or a JWT. */
   token?: string
+  /**
+   * A newer credential, asked when a connection's JWT is about to end it
+   * (the gateway's `credential` frame, with JWT_EXPIRY_ENDS_CONNECTIONS):
+   * it replaces `token` for REST calls and later attaches, and is presented
+   * on the connection that asked. Without it such a connection is closed at
+   * the expiry (4401, an 'error').
+   */
+  refreshToken?: () => Promise<string> | string
   /** Default: globalThis.fetch. */
   fetch?: typeof fetch
   /** Default: globalThis.WebSocket. In Node 20 pass the `ws` package's WebSocket (it also makes header auth possible). */
@@ -25,13 +33,17 @@ export interface GatewayClientOptions {
 
 export class GatewayClient {
   readonly url: string
-  readonly #token: string | undefined
+  #token: string | undefined
+  readonly #refresh: (() => Promise<string> | string) | undefined
+  /** The refresh in flight: connections asking at once share it. */
+  #refreshing: Promise<string | null> | null = null
   readonly #fetch: typeof fetch
   readonly #WebSocket: WebSocketCtor | undefined
 
   constructor (options: GatewayClientOptions) {
     this.url = options.url.replace(/\/+$/, '')
     this.#token = options.token
+    this.#refresh = options.refreshToken
     if (typeof (options.fetch ?? globalThis.fetch) !== 'function') throw new TypeError('GatewayClient: no fetch available; pass options.fetch')
     // Bound: a browser's fetch called as a method of another object throws "Illegal invocation".
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis)
@@ -93,13 +105,34 @@ export class GatewayClient {
     return this.#request('POST', `/v1/sessions/${encodeURIComponent(sessionId)}/ws-ticket`)
   }
 
+  /** The token REST calls and new attaches use now. */
+  get token (): string | undefined { return this.#token }
+
+  /**
+   * Asks `refreshToken` for a newer credential (one call for every caller
+   * waiting) and uses it from now on; null without `refreshToken`. Rejects
+   * with what `refreshToken` threw.
+   */
+  async refreshedToken (): Promise<string | null> {
+    const refresh = this.#refresh
+    if (refresh === undefined) return null
+    this.#refreshing ??= (async () => {
+      try {
+        this.#token = await refresh()
+        return this.#token
+      } finally {
+        this.#refreshing = null
+      }
+    })()
+    return await this.#refreshing
+  }
+
   /** Attaches to a session over WebSocket; the connection reconnects and resumes by itself until close(). */
   connect (sessionId: string, options: ConnectOptions = {}): SessionConnection {
     const WebSocketClass = this.#WebSocket
     if (WebSocketClass === undefined) throw new TypeError('GatewayClient: no WebSocket available; pass options.WebSocket (in Node 20: the ws package)')
     return new SessionConnection(sessionId, options, {
       url: this.url,
-      token: this.#token,
       WebSocket: WebSocketClass,
       client: this
     })

@@ -29,7 +29,6 @@ const KEEP_ALIVE_TIMEOUT_MS = 45_000
 /** What GatewayClient.connect hands a connection. */
 export interface ConnectionDeps {
   url: string
-  token: string | undefined
   WebSocket: WebSocketCtor
   client: GatewayClient
 }
@@ -63,6 +62,8 @@ export class SessionConnection {
   #announced: Array<[number, number]> = []
   #catchUpAt: number | null = null
   #helloPending: Set<string> = new Set()
+  /** Asks for a newer credential before the gateway's deadline for this connection's (its `credential` frame). */
+  #refreshTimer: ReturnType<typeof setTimeout> | null = null
 
   constructor (sessionId: string, options: ConnectOptions, deps: ConnectionDeps) {
     this.sessionId = sessionId
@@ -174,6 +175,7 @@ export class SessionConnection {
   /** Ends the connection for good: no reconnect; pending control requests reject with `connection_closed`. */
   close (): void {
     if (this.#state === 'closed') return
+    this.#clearRefresh()
     this.#link.close()
     this.#outbox.rejectAll((id) => new ControlRequestError(id, 'connection_closed', 'The connection was closed'))
     this.#setState('closed')
@@ -294,6 +296,9 @@ export class SessionConnection {
         case 'gap':
           if (typeof frame.missing_from === 'number' && typeof frame.missing_to === 'number') this.#noteGap(frame.missing_from, frame.missing_to)
           break
+        case 'credential':
+          this.#refreshBefore(typeof frame.expires_at === 'string' ? Date.parse(frame.expires_at) : Number.NaN)
+          break
         case 'error': {
           this.#emit('message', frame as unknown as LiveFrame)
           const requestId = frame.request_id
@@ -304,6 +309,30 @@ export class SessionConnection {
       }
     }
     this.#emit('message', frame as unknown as LiveFrame)
+  }
+
+  /**
+   * The gateway ends this connection at `expiresAt` unless it gets a newer
+   * credential: asked of the client a fifth of the time left before it (at
+   * most a minute), then presented. Nothing is armed without a deadline.
+   */
+  #refreshBefore (expiresAt: number): void {
+    this.#clearRefresh()
+    if (!Number.isFinite(expiresAt)) return
+    const left = expiresAt - Date.now()
+    this.#refreshTimer = setTimeout(() => {
+      this.#refreshTimer = null
+      this.#deps.client.refreshedToken().then((token) => {
+        if (token !== null && this.#state !== 'closed') this.#link.send(JSON.stringify({ type: 'credential', token }))
+      }, (err: unknown) => {
+        this.#emit('error', err instanceof Error ? err : new Error(String(err)))
+      })
+    }, Math.max(0, left - Math.min(60_000, left / 5)))
+  }
+
+  #clearRefresh (): void {
+    if (this.#refreshTimer !== null) clearTimeout(this.#refreshTimer)
+    this.#refreshTimer = null
   }
 
   #onHello (hello: HelloFrame): void {

@@ -18,7 +18,6 @@ const SUBPROTOCOL = 'claude-gateway.v1'
 export interface LinkConfig {
   url: string
   sessionId: string
-  token: string | undefined
   WebSocket: WebSocketCtor
   client: GatewayClient
   auth: 'header' | 'subprotocol' | 'ticket'
@@ -109,9 +108,11 @@ export class SocketLink {
         return
       }
       if (gen !== this.#gen || this.#closed) return
-    } else if (this.#c.token !== undefined) {
-      if (this.#c.auth === 'subprotocol') protocols = [SUBPROTOCOL, `bearer.${this.#c.token}`]
-      else init = { headers: { authorization: `Bearer ${this.#c.token}` } }
+    } else if (this.#c.client.token !== undefined) {
+      // Read at each attach: a refreshed credential (GatewayClient.refreshedToken) is used from then on.
+      const token = this.#c.client.token
+      if (this.#c.auth === 'subprotocol') protocols = [SUBPROTOCOL, `bearer.${token}`]
+      else init = { headers: { authorization: `Bearer ${token}` } }
     }
     const url = `${this.#c.url.replace(/^http/, 'ws')}/v1/sessions/${encodeURIComponent(this.#c.sessionId)}/ws?${query.toString()}`
     let socket: WebSocketLike

@@ -207,6 +207,8 @@ export const envSchema = z.object({
   JWT_ISSUER: optional(z.string().min(1), '(none)', 'expected JWT `iss`'),
   JWT_AUDIENCE: optional(z.string().min(1), '(none)', 'expected JWT `aud`'),
   JWT_MAX_TTL_SECONDS: defaulted(int(1), 86_400, 'longest JWT lifetime accepted (`exp − iat`, or `exp − now` without `iat`)'),
+  JWT_EXPIRY_ENDS_CONNECTIONS: defaulted(flag(), 'false',
+    'end a WebSocket (close 4401) or event stream (`credential_expired`) when the JWT it was opened with expires, unless the WebSocket client presents a newer one first (a `credential` frame, docs/PROTOCOL.md); off: a connection outlives its JWT'),
   WEBHOOK_URL: optional(z.string().refine(isWebhookUrl, 'must be an http:// or https:// URL'), '(unset: no webhooks)',
     'an `http(s)://` URL that gets a signed POST for each session event (docs/WEBHOOKS.md); needs `WEBHOOK_SECRET`', true),
   WEBHOOK_SECRET: optional(secret(), '(none; required with `WEBHOOK_URL`)',
@@ -250,6 +252,8 @@ export const configSchema = envSchema.transform((e, ctx) => {
     sessionLeaseMs: e.SESSION_LEASE_MS,
     /** Unsigned node messages and unsealed conversation copies are accepted (an upgrade from an older version). */
     storeAcceptUnsigned: e.STORE_ACCEPT_UNSIGNED,
+    /** A connection opened with a JWT ends when it expires (unless a newer one is presented). */
+    jwtExpiryEndsConnections: e.JWT_EXPIRY_ENDS_CONNECTIONS,
     /** token → tenant. Null means none were configured (a token is generated at start). */
     tokens: e.GATEWAY_TOKENS ?? null,
     keepaliveIntervalMs: e.KEEPALIVE_INTERVAL_MS,

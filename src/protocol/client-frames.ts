@@ -69,6 +69,13 @@ export const controlCancelFrame = z.looseObject({ type: z.literal('control_cance
 
 export const keepAliveFrame = z.looseObject({ type: z.literal('keep_alive') })
 
+/**
+ * A newer bearer credential for the connection (a JWT before it expires, a
+ * rotated token). Handled by the gateway's WebSocket route, never forwarded:
+ * it comes through parseClientFrame as an `other_type` frame.
+ */
+export const credentialFrame = z.strictObject({ type: z.literal('credential'), token: z.string().min(1).max(16_384) })
+
 const knownFrames = {
   user: userFrame,
   control_request: controlRequestFrame,

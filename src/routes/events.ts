@@ -128,7 +128,15 @@ export async function eventRoutes (fastify: FastifyInstance, options: EventRoute
     const client = new SseClient(res, options.maxBufferedBytes, release)
     streams.add(client)
     if (credential !== null && options.credentials !== undefined) {
-      unlist = options.credentials.add({ tenant: request.tenant, credential, end: () => { client.end('credential_revoked', 'the credential this stream was opened with is no longer valid') } })
+      unlist = options.credentials.add({
+        tenant: request.tenant,
+        credential,
+        end: (why) => {
+          // A stream cannot present a newer credential: reconnecting with one resumes it (Last-Event-ID).
+          if (why === 'expired') client.end('credential_expired', 'the credential this stream was opened with has expired; reconnect with a newer one')
+          else client.end('credential_revoked', 'the credential this stream was opened with is no longer valid')
+        }
+      }).unlist
     }
     const heartbeat = setInterval(() => client.tick(options.keepaliveIntervalMs), options.keepaliveIntervalMs)
     heartbeat.unref()

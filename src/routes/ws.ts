@@ -16,7 +16,7 @@ import type { ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { RawData, WebSocket } from 'ws'
 import { z } from 'zod'
-import type { LiveCredentials } from '../auth/live-credentials.js'
+import type { Listed, LiveCredentials } from '../auth/live-credentials.js'
 import type { TicketBook } from '../auth/tickets.js'
 import { controlErrorFrame } from '../control/control-error.js'
 import { GatewayError, closeCodes, errorTable } from '../errors.js'
@@ -30,6 +30,7 @@ import { FrameRateLimiter } from '../ws/frame-rate-limiter.js'
 import type { Heartbeat } from '../ws/heartbeat.js'
 import { WsClient } from '../ws/ws-client.js'
 import { authErrors, errorResponses, sessionParams, wsTicketBody } from './schemas.js'
+import { credentialFrame, presentCredential } from './ws-credential.js'
 import { findSession, sessionErrors } from './sessions.js'
 
 /** Frames held before a client's hello; later ones are answered `rate_limited` once it is out. */
@@ -118,9 +119,16 @@ export async function wsRoutes (fastify: FastifyInstance, options: WsRoutesOptio
       const tenant = request.tenant
       forgetRequest(socket, request)
       const client = new WsClient(socket, raw, options.maxBufferedBytes)
-      const unlist = credential === null || options.credentials === undefined
+      const listed = credential === null || options.credentials === undefined
         ? undefined
-        : options.credentials.add({ tenant, credential, end: () => { client.end('credential_revoked', 'the credential this connection was opened with is no longer valid') } })
+        : options.credentials.add({
+          tenant,
+          credential,
+          end: (why) => {
+            if (why === 'expired') client.end('credential_expired', 'the credential this connection lives by has expired; send a newer one before it does')
+            else client.end('credential_revoked', 'the credential this connection was opened with is no longer valid')
+          }
+        })
       heartbeat.add(client)
       const perSecond = options.maxFramesPerSec
       let limiter: FrameRateLimiter | null = null
@@ -137,7 +145,7 @@ export async function wsRoutes (fastify: FastifyInstance, options: WsRoutesOptio
           return
         }
         if (greeted) {
-          if (verdict === 'ok') onFrame(client, session, log, reqId, data, isBinary)
+          if (verdict === 'ok') onFrame(client, session, listed, log, reqId, data, isBinary)
           else refuse(client, tooFast(perSecond))
           return
         }
@@ -145,11 +153,11 @@ export async function wsRoutes (fastify: FastifyInstance, options: WsRoutesOptio
         if (early.length >= EARLY_FRAMES_MAX) {
           early.push(() => refuse(client, `More than ${EARLY_FRAMES_MAX} frames before hello: frame dropped`))
         } else {
-          early.push(verdict === 'ok' ? () => onFrame(client, session, log, reqId, data, isBinary) : () => refuse(client, tooFast(perSecond)))
+          early.push(verdict === 'ok' ? () => onFrame(client, session, listed, log, reqId, data, isBinary) : () => refuse(client, tooFast(perSecond)))
         }
       })
       socket.on('close', () => {
-        unlist?.()
+        listed?.unlist()
         release?.()
         heartbeat.delete(client)
         session.detach(client)
@@ -162,6 +170,8 @@ export async function wsRoutes (fastify: FastifyInstance, options: WsRoutesOptio
 
       const onHello = (): void => {
         greeted = true
+        // JWT_EXPIRY_ENDS_CONNECTIONS: the client learns its deadline, to present a newer credential before it.
+        if (listed !== undefined && listed.expiresAt !== null) client.send(credentialFrame(listed.expiresAt))
         const held = early
         early = null
         if (held !== null) for (const handle of held) handle()
@@ -196,7 +206,7 @@ function refuse (client: WsClient, message: string): void {
   client.send(errorFrame('rate_limited', message))
 }
 
-function onFrame (client: WsClient, session: Session, log: FastifyBaseLogger, reqId: string, data: RawData, isBinary: boolean): void {
+function onFrame (client: WsClient, session: Session, listed: Listed | undefined, log: FastifyBaseLogger, reqId: string, data: RawData, isBinary: boolean): void {
   if (isBinary) {
     client.send(errorFrame('binary_not_supported', errorTable.binary_not_supported.message))
     return
@@ -205,6 +215,10 @@ function onFrame (client: WsClient, session: Session, log: FastifyBaseLogger, re
   if (!parsed.ok) {
     // A control_request's refusal is its answer (an SDK waits on the request_id); other frames get an error frame.
     client.send(parsed.requestId === undefined ? errorFrame(parsed.code, parsed.message) : controlErrorFrame(parsed.requestId, parsed.code, parsed.message))
+    return
+  }
+  if (parsed.frame.type === 'other_type' && parsed.frame.value.type === 'credential') {
+    presentCredential(client, listed, parsed.frame.value, log, reqId)
     return
   }
   try {

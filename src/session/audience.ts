@@ -73,7 +73,7 @@ export interface ClientPort {
  * Why the gateway ended a client's connection. docs/PROTOCOL.md lists each
  * with its WebSocket close code and event-stream `end` event.
  */
-export type EndReason = 'slow_consumer' | 'store_unavailable' | 'shutting_down' | 'session_moved' | 'credential_revoked'
+export type EndReason = 'slow_consumer' | 'store_unavailable' | 'shutting_down' | 'session_moved' | 'credential_revoked' | 'credential_expired'
 
 export type Role = 'controller' | 'observer'
 

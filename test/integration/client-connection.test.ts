@@ -11,6 +11,7 @@ import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
+import { SignJWT } from 'jose'
 import WebSocket from 'ws'
 import {
   ControlRequestError, GatewayClient, GatewayRequestError, type ConnectOptions, type ConnectionEvents,
@@ -247,6 +248,35 @@ describe('client: auth', () => {
       assert.equal(built.length, auth === 'ticket' ? 0 : 1, `${auth}: no retry`)
       assert.equal(rec.errors.length, 1)
     }
+  })
+
+  it('with JWT_EXPIRY_ENDS_CONNECTIONS: refreshToken is asked before the deadline, the newer JWT presented on the socket and used for REST; the connection outlives the first JWT', async (t) => {
+    const secret = 'jwt-secret-for-tests-0123456789-abcdefghijklmnop'
+    /** A JWT of tenant-a expiring at `exp` (Unix seconds). */
+    const sign = async (exp: number): Promise<string> =>
+      await new SignJWT({ tenant: 'tenant-a' }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime(exp).sign(new TextEncoder().encode(secret))
+    const inSeconds = (n: number): number => Math.floor(Date.now() / 1000) + n
+    const gw = await gateway(t, { env: { ...LIMITS, JWT_SECRET: secret, JWT_EXPIRY_ENDS_CONNECTIONS: 'true', KEEPALIVE_INTERVAL_MS: '200' } })
+    const firstExp = inSeconds(3)
+    const first = await sign(firstExp)
+    let asked = 0
+    const { ctor, built } = trackedWebSocket()
+    const client = new GatewayClient({ url: gw.url, token: first, WebSocket: ctor, refreshToken: async () => { asked++; return await sign(inSeconds(600)) } })
+    const { id } = await client.createSession()
+    t.after(() => client.stopSession(id).catch(() => {}))
+    const { conn, rec } = connect(t, client, id)
+    const deadlines = (): string[] => rec.messages.filter((m) => m.type === 'gateway' && m.subtype === 'credential').map((m) => m.expires_at)
+    await rec.until(() => deadlines().length >= 2, 15_000, 'the first deadline, then the newer one')
+    assert.ok(Date.parse(deadlines()[1] as string) > Date.now() + 500_000, 'the newer JWT\'s deadline')
+    assert.equal(asked, 1)
+    // A keep_alive after the first JWT's expiry: the same socket was open past it.
+    await rec.until(() => Date.now() > firstExp * 1000 + 200 && rec.messages.some((m) => m.type === 'keep_alive'), 15_000, 'a tick past the first expiry')
+    assert.equal(conn.state, 'open')
+    assert.equal(built.length, 1, 'no reconnect: the first socket lives on')
+    assert.equal((await client.getSession(id)).id, id, 'REST with the refreshed token (the first one has expired)')
+    conn.send('after the refresh')
+    await rec.frame((f) => isResult(f) && f.result === 'Echo: after the refresh')
+    assert.deepEqual(rec.errors, [])
   })
 
   it('another tenant\'s session is session_not_found, not retried', async (t) => {

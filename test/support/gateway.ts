@@ -194,6 +194,8 @@ export class TestClient {
   /** Every frame's text exactly as received, parallel to `frames`. */
   readonly raw: string[] = []
   closeCode: number | null = null
+  /** The close frame's reason text, once closed. */
+  closeReason: string | null = null
   readonly #waiters = new Waiters()
 
   private constructor (ws: WebSocket) {
@@ -204,8 +206,9 @@ export class TestClient {
       this.frames.push(JSON.parse(text))
       this.#waiters.wake()
     })
-    ws.on('close', (code) => {
+    ws.on('close', (code, reason) => {
       this.closeCode = code
+      this.closeReason = reason.toString('utf8')
       this.#waiters.wake()
     })
   }
