@@ -16,8 +16,8 @@
  */
 import type { Authenticator } from './static-tokens.js'
 
-/** Why a listed connection is ended. */
-export type CredentialEnd = 'revoked' | 'expired'
+/** Why a listed connection is ended: its credential reloaded away, expired, or too many refused in its place. */
+export type CredentialEnd = 'revoked' | 'expired' | 'refused'
 
 /** A connection a reload, or its credential's expiry, may end. */
 export interface LiveConnection {
@@ -36,7 +36,8 @@ export interface Listed {
    * Takes `credential` in place of the connection's own if it authenticates
    * now as the same tenant: the connection then lives by it (its expiry, the
    * next reload's check). Resolves with the new expiry (ms, or null), or
-   * false, changing nothing, when it is refused.
+   * false, changing nothing, when it is refused; the MAX_REFUSED-th refusal
+   * ends the connection (`refused`).
    */
   present: (credential: string) => Promise<{ expiresAt: number | null } | false>
   /** Takes it off the list (at its close). */
@@ -49,6 +50,13 @@ export interface LiveCredentialsOptions {
   now?: () => number
 }
 
+/**
+ * Credentials a connection may present and have refused before it is ended:
+ * presenting is authenticating, and the failure limit per address
+ * (AUTH_FAILURES_PER_MINUTE) never sees frames on an open socket.
+ */
+export const MAX_REFUSED = 5
+
 /** setTimeout's longest delay; a later expiry is armed again when it fires. */
 const MAX_DELAY_MS = 2 ** 31 - 1
 
@@ -56,6 +64,7 @@ interface Entry {
   connection: LiveConnection
   expiresAt: number | null
   timer: NodeJS.Timeout | null
+  refused: number
 }
 
 export class LiveCredentials implements Authenticator {
@@ -74,7 +83,7 @@ export class LiveCredentials implements Authenticator {
 
   /** Lists a connection (and arms its expiry) until `unlist`. */
   add (connection: LiveConnection): Listed {
-    const entry: Entry = { connection, expiresAt: null, timer: null }
+    const entry: Entry = { connection, expiresAt: null, timer: null, refused: 0 }
     this.#live.set(connection, entry)
     this.#arm(entry, this.#expiresAt(connection.credential))
     return {
@@ -108,7 +117,14 @@ export class LiveCredentials implements Authenticator {
 
   async #present (entry: Entry, credential: string): Promise<{ expiresAt: number | null } | false> {
     const tenant = await this.#current.authenticate(credential).catch(() => null)
-    if (tenant !== entry.connection.tenant || this.#live.get(entry.connection) !== entry) return false
+    if (this.#live.get(entry.connection) !== entry) return false
+    if (tenant !== entry.connection.tenant) {
+      if (++entry.refused >= MAX_REFUSED) {
+        this.#drop(entry)
+        entry.connection.end('refused')
+      }
+      return false
+    }
     entry.connection.credential = credential
     this.#arm(entry, this.#expiresAt(credential))
     return { expiresAt: entry.expiresAt }

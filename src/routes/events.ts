@@ -134,7 +134,7 @@ export async function eventRoutes (fastify: FastifyInstance, options: EventRoute
         end: (why) => {
           // A stream cannot present a newer credential: reconnecting with one resumes it (Last-Event-ID).
           if (why === 'expired') client.end('credential_expired', 'the credential this stream was opened with has expired; reconnect with a newer one')
-          else client.end('credential_revoked', 'the credential this stream was opened with is no longer valid')
+          else client.end('credential_revoked', 'the credential this stream was opened with is no longer valid') // (a stream presents none: never `refused`)
         }
       }).unlist
     }

@@ -126,6 +126,7 @@ export async function wsRoutes (fastify: FastifyInstance, options: WsRoutesOptio
           credential,
           end: (why) => {
             if (why === 'expired') client.end('credential_expired', 'the credential this connection lives by has expired; send a newer one before it does')
+            else if (why === 'refused') client.end('credential_revoked', 'too many credentials refused on this connection')
             else client.end('credential_revoked', 'the credential this connection was opened with is no longer valid')
           }
         })

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict'
 import { describe, it, mock } from 'node:test'
 import type { TestContext } from 'node:test'
-import { type CredentialEnd, LiveCredentials } from '../../src/auth/live-credentials.js'
+import { type CredentialEnd, LiveCredentials, MAX_REFUSED } from '../../src/auth/live-credentials.js'
 import type { Authenticator } from '../../src/auth/static-tokens.js'
 
 /** Credentials read `<tenant>:<expiry ms>`; `nope` is refused. */
@@ -70,6 +70,18 @@ describe('LiveCredentials', () => {
     tick(1)
     assert.deepEqual(c.ends, ['expired'])
     assert.deepEqual(await listed.present('a:9000'), false, 'an ended connection takes nothing')
+  })
+
+  it('ends a connection at its fifth refused credential: presenting is authenticating, out of reach of the failure limit per address', async () => {
+    const live = new LiveCredentials(authenticator(), { expiresAt })
+    const c = connection('a:none')
+    const listed = live.add(c)
+    for (let i = 1; i < MAX_REFUSED; i++) assert.equal(await listed.present('nope'), false)
+    assert.deepEqual(c.ends, [])
+    assert.deepEqual(await listed.present('a:new'), { expiresAt: null }, 'a good one between does not reset the count')
+    assert.equal(await listed.present('b:9'), false)
+    assert.deepEqual(c.ends, ['refused'])
+    assert.equal(live.size, 0)
   })
 
   it('a reload ends what the new authenticator refuses (revoked), judged on the credential presented last; unlisted ones are never ended', async (t) => {
