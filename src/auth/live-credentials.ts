@@ -60,14 +60,37 @@ export const MAX_REFUSED = 5
 /** setTimeout's longest delay; a later expiry is armed again when it fires. */
 const MAX_DELAY_MS = 2 ** 31 - 1
 
-interface Entry {
-  connection: LiveConnection
+/** What the list holds per connection (LiveCredentials.#Entry). */
+interface Entry extends Listed {
+  readonly connection: LiveConnection
   expiresAt: number | null
   timer: NodeJS.Timeout | null
   refused: number
 }
 
 export class LiveCredentials implements Authenticator {
+  /**
+   * A listed connection: its listing and its state in one object, methods on
+   * one shared prototype (no closures per connection: an idle socket costs
+   * a few hundred bytes in all, issue 14). Declared here to reach the
+   * private methods.
+   */
+  static readonly #Entry = class implements Listed {
+    expiresAt: number | null = null
+    timer: NodeJS.Timeout | null = null
+    refused = 0
+    readonly #owner: LiveCredentials
+    readonly connection: LiveConnection
+
+    constructor (owner: LiveCredentials, connection: LiveConnection) {
+      this.#owner = owner
+      this.connection = connection
+    }
+
+    async present (credential: string): Promise<{ expiresAt: number | null } | false> { return await this.#owner.#present(this, credential) }
+    unlist (): void { this.#owner.#drop(this) }
+  }
+
   #current: Authenticator
   readonly #live = new Map<LiveConnection, Entry>()
   readonly #expiresAt: (credential: string) => number | null
@@ -83,14 +106,10 @@ export class LiveCredentials implements Authenticator {
 
   /** Lists a connection (and arms its expiry) until `unlist`. */
   add (connection: LiveConnection): Listed {
-    const entry: Entry = { connection, expiresAt: null, timer: null, refused: 0 }
+    const entry = new LiveCredentials.#Entry(this, connection)
     this.#live.set(connection, entry)
     this.#arm(entry, this.#expiresAt(connection.credential))
-    return {
-      get expiresAt () { return entry.expiresAt },
-      present: async (credential) => await this.#present(entry, credential),
-      unlist: () => { this.#drop(entry) }
-    }
+    return entry
   }
 
   /** Connections listed. */

@@ -20,7 +20,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import { GatewayError } from '../errors.js'
 import { eventsQuery } from '../protocol/session-options.js'
-import type { LiveCredentials } from '../auth/live-credentials.js'
+import type { Listed, LiveCredentials } from '../auth/live-credentials.js'
 import type { TenantConnections } from '../net/tenant-connections.js'
 import { END_GRACE_MS, SHUTDOWN_END_GRACE_MS, SendQueue } from '../net/send-queue.js'
 import type { ClientPort, EndReason } from '../session/session.js'
@@ -114,11 +114,11 @@ export async function eventRoutes (fastify: FastifyInstance, options: EventRoute
 
     let done = false
     const credential = request.credential
-    let unlist: (() => void) | undefined
+    let listed: Listed | undefined
     const release = (): void => {
       if (done) return
       done = true
-      unlist?.()
+      listed?.unlist()
       releaseSlot()
       clearInterval(heartbeat)
       streams.delete(client)
@@ -128,7 +128,7 @@ export async function eventRoutes (fastify: FastifyInstance, options: EventRoute
     const client = new SseClient(res, options.maxBufferedBytes, release)
     streams.add(client)
     if (credential !== null && options.credentials !== undefined) {
-      unlist = options.credentials.add({
+      listed = options.credentials.add({
         tenant: request.tenant,
         credential,
         end: (why) => {
@@ -136,7 +136,7 @@ export async function eventRoutes (fastify: FastifyInstance, options: EventRoute
           if (why === 'expired') client.end('credential_expired', 'the credential this stream was opened with has expired; reconnect with a newer one')
           else client.end('credential_revoked', 'the credential this stream was opened with is no longer valid') // (a stream presents none: never `refused`)
         }
-      }).unlist
+      })
     }
     const heartbeat = setInterval(() => client.tick(options.keepaliveIntervalMs), options.keepaliveIntervalMs)
     heartbeat.unref()
