@@ -33,7 +33,7 @@ export class OutboxSweep {
   #timer: NodeJS.Timeout | null = null
   #running: Promise<void> | null = null
   #closed = false
-  /** Whether this node's own kept deliveries (its previous run's) were taken up: until then each sweep tries. */
+  /** Whether this node's own kept deliveries (its previous run's, or moved here by a takeover that failed) were taken up: until then each sweep tries. */
   #ownTaken = false
 
   constructor (options: OutboxSweepOptions) {
@@ -91,6 +91,9 @@ export class OutboxSweep {
         this.#o.onTaken(entries, from)
       }
     } catch (err) {
+      // A takeover that timed out may still have run in Redis, moving a gone node's deliveries under
+      // this node's name: the next sweep reads them there (the notifier adopts each delivery once).
+      this.#ownTaken = false
       logger.warn({ err: (err as Error).message }, 'could not look for webhook deliveries left by other nodes; trying again later')
     }
   }

@@ -97,12 +97,16 @@ export class WebhookNotifier implements SessionEvents {
    * Queues deliveries node `from` kept and this node took over
    * (outbox-sweep.ts), oldest first; they are kept under this node now.
    * From this node's own name, only those of its previous run (this run's
-   * are queued already). One that cannot be read is forgotten, logged.
+   * are queued already); a delivery this node holds already is skipped, so
+   * taking the same entries up twice sends them once. One that cannot be
+   * read is forgotten, logged.
    */
   adopt (entries: readonly OutboxEntry[], from: string): void {
     const own = from === this.#outbox?.node
+    const held = new Set(this.#queue.held().map((d) => d.id))
     const adopted: Array<{ delivery: Delivery, at: number, n: number }> = []
     for (const entry of entries) {
+      if (held.has(entry.id)) continue
       const kept = readKept(entry.text)
       if (kept === null) {
         this.#log.error({ delivery: entry.id, from }, 'webhook delivery in the outbox could not be read; dropped')

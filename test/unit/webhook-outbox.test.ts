@@ -218,6 +218,47 @@ describe('OutboxSweep', () => {
     assert.deepEqual(taken, ['previous-run'])
   })
 
+  it('after a takeover that failed but may have run (a timeout), takes up what it moved under this node at the next sweep; the notifier sends each once', async (t) => {
+    const receiver = await Receiver.start(t)
+    receiver.status = 503
+    const outbox = new MemoryOutbox()
+    const gone = notifier(t, receiver, outbox, 'gone')
+    turn(gone, 1)
+    await receiver.until(() => receiver.requests.length >= 1, 'the gone node\'s attempt')
+    await gone.close(50)
+    const from = receiver.requests.length
+    receiver.status = 200
+    const self = notifier(t, receiver, outbox, 'self')
+    let timeouts = 1
+    const timingOut = {
+      keep: outbox.keep.bind(outbox),
+      remove: outbox.remove.bind(outbox),
+      nodes: outbox.nodes.bind(outbox),
+      takeOver: async (fromNode: string, to: string) => {
+        const moved = await outbox.takeOver(fromNode, to)
+        if (fromNode !== to && timeouts-- > 0) throw new Error('Command timed out') // ran in the store, the answer lost
+        return moved
+      }
+    }
+    const sweep = new OutboxSweep({
+      outbox: timingOut,
+      node: 'self',
+      liveNodes: async () => ['self'],
+      isDead: () => false,
+      everyMs: 20,
+      onTaken: (entries, fromNode) => { self.adopt(entries, fromNode) },
+      logger: pino({ level: 'silent' })
+    })
+    t.after(() => sweep.close())
+    await sweep.start()
+    assert.deepEqual(await keptSeqs(outbox, 'self'), [1], 'moved under this node, the answer lost')
+    await receiver.until(() => receiver.requests.length > from, 'sent from this node after a later sweep')
+    self.adopt(await outbox.takeOver('self', 'self'), 'self') // taken up again while held: not queued twice
+    await eventually(async () => (await kept(outbox, 'self')).length === 0, WAIT_MS, 'forgotten once delivered')
+    assert.deepEqual(receiver.requests.slice(from).map((r) => r.json.data.seq), [1], 'sent once')
+    assert.equal(self.stats.recovered, 1)
+  })
+
   it('takes nothing when it cannot read which nodes are live', async (t) => {
     const outbox = new MemoryOutbox()
     await outbox.keep('maybe-alive', entry('m-1'))
