@@ -14,7 +14,7 @@ import { describe, it } from 'node:test'
 import type { TestContext } from 'node:test'
 import pino from 'pino'
 import { MemoryOutbox } from '../../src/store/memory-outbox.js'
-import type { OutboxEntry } from '../../src/store/store.js'
+import type { OutboxEntry, WebhookOutbox } from '../../src/store/store.js'
 import { OutboxSweep } from '../../src/webhooks/outbox-sweep.js'
 import { WEBHOOK_EVENT_TYPES } from '../../src/webhooks/webhook-event-types.js'
 import { type WebhookNotifierOptions, WebhookNotifier } from '../../src/webhooks/webhook-notifier.js'
@@ -69,6 +69,28 @@ async function kept (outbox: MemoryOutbox, node: string): Promise<OutboxEntry[]>
 /** The seqs of the kept deliveries' bodies, sorted. */
 async function keptSeqs (outbox: MemoryOutbox, node: string): Promise<number[]> {
   return (await kept(outbox, node)).map((e) => JSON.parse(JSON.parse(e.text).body).data.seq as number).sort((a, b) => a - b)
+}
+
+/**
+ * `node`'s turn.finished (seq 1) offered to a receiver answering 503, then
+ * the node closed: kept, unsent. The receiver answers 200 from then on;
+ * `from` is where its later requests start.
+ */
+async function leftUnsent (t: TestContext, node: string): Promise<{ receiver: Receiver, outbox: MemoryOutbox, from: number }> {
+  const receiver = await Receiver.start(t)
+  receiver.status = 503
+  const outbox = new MemoryOutbox()
+  const left = notifier(t, receiver, outbox, node)
+  turn(left, 1)
+  await receiver.until(() => receiver.requests.length >= 1, `${node}'s attempt`)
+  await left.close(50)
+  receiver.status = 200
+  return { receiver, outbox, from: receiver.requests.length }
+}
+
+/** `outbox` whose takeOver runs `takeOver` instead (a store that fails, before or after the move). */
+function withTakeOver (outbox: MemoryOutbox, takeOver: WebhookOutbox['takeOver']): WebhookOutbox {
+  return { keep: outbox.keep.bind(outbox), remove: outbox.remove.bind(outbox), nodes: outbox.nodes.bind(outbox), takeOver }
 }
 
 describe('webhook outbox', () => {
@@ -136,16 +158,7 @@ describe('webhook outbox', () => {
   })
 
   it('takes up its own previous run\'s deliveries, not this run\'s, which are queued already', async (t) => {
-    const receiver = await Receiver.start(t)
-    receiver.status = 503
-    const outbox = new MemoryOutbox()
-    const before = notifier(t, receiver, outbox, 'fixed-id')
-    turn(before, 1)
-    await receiver.until(() => receiver.requests.length >= 1, 'the previous run\'s attempt')
-    await before.close(50)
-
-    const from = receiver.requests.length
-    receiver.status = 200
+    const { receiver, outbox, from } = await leftUnsent(t, 'fixed-id')
     const again = notifier(t, receiver, outbox, 'fixed-id')
     turn(again, 2) // kept before the store answers the sweep's first takeover
     await receiver.until(() => receiver.requests.slice(from).some((r) => r.json.data.seq === 2), 'this run\'s own')
@@ -191,15 +204,10 @@ describe('OutboxSweep', () => {
     const outbox = new MemoryOutbox()
     await outbox.keep('self', entry('previous-run'))
     let failures = 1
-    const flaky = {
-      keep: outbox.keep.bind(outbox),
-      remove: outbox.remove.bind(outbox),
-      nodes: outbox.nodes.bind(outbox),
-      takeOver: async (from: string, to: string) => {
-        if (failures-- > 0) throw new Error('store down')
-        return await outbox.takeOver(from, to)
-      }
-    }
+    const flaky = withTakeOver(outbox, async (from, to) => {
+      if (failures-- > 0) throw new Error('store down')
+      return await outbox.takeOver(from, to)
+    })
     const taken: string[] = []
     const waiters = new Waiters()
     const sweep = new OutboxSweep({
@@ -219,27 +227,14 @@ describe('OutboxSweep', () => {
   })
 
   it('after a takeover that failed but may have run (a timeout), takes up what it moved under this node at the next sweep; the notifier sends each once', async (t) => {
-    const receiver = await Receiver.start(t)
-    receiver.status = 503
-    const outbox = new MemoryOutbox()
-    const gone = notifier(t, receiver, outbox, 'gone')
-    turn(gone, 1)
-    await receiver.until(() => receiver.requests.length >= 1, 'the gone node\'s attempt')
-    await gone.close(50)
-    const from = receiver.requests.length
-    receiver.status = 200
+    const { receiver, outbox, from } = await leftUnsent(t, 'gone')
     const self = notifier(t, receiver, outbox, 'self')
     let timeouts = 1
-    const timingOut = {
-      keep: outbox.keep.bind(outbox),
-      remove: outbox.remove.bind(outbox),
-      nodes: outbox.nodes.bind(outbox),
-      takeOver: async (fromNode: string, to: string) => {
-        const moved = await outbox.takeOver(fromNode, to)
-        if (fromNode !== to && timeouts-- > 0) throw new Error('Command timed out') // ran in the store, the answer lost
-        return moved
-      }
-    }
+    const timingOut = withTakeOver(outbox, async (fromNode, to) => {
+      const moved = await outbox.takeOver(fromNode, to)
+      if (fromNode !== to && timeouts-- > 0) throw new Error('Command timed out') // ran in the store, the answer lost
+      return moved
+    })
     const sweep = new OutboxSweep({
       outbox: timingOut,
       node: 'self',
