@@ -19,6 +19,7 @@ import type { ContentBlock, GatewayErrorFrame, HelloFrame, LiveFrame, RecordedFr
 import type { GatewayClient } from './gateway-client.js'
 import { Outbox } from './outbox.js'
 import { allowDecision, alwaysAllowDecision, denyDecision, permissionAnswerFrame, permissionFromControlRequest, permissionFromPending } from './permissions.js'
+import { refreshDelay } from './refresh-delay.js'
 import { uuid } from './uuid.js'
 import { SocketLink } from './socket-link.js'
 import type { WebSocketCtor } from './websocket-like.js'
@@ -319,7 +320,6 @@ export class SessionConnection {
   #refreshBefore (expiresAt: number): void {
     this.#clearRefresh()
     if (!Number.isFinite(expiresAt)) return
-    const left = expiresAt - Date.now()
     this.#refreshTimer = setTimeout(() => {
       this.#refreshTimer = null
       this.#deps.client.refreshedToken().then((token) => {
@@ -327,7 +327,7 @@ export class SessionConnection {
       }, (err: unknown) => {
         this.#emit('error', err instanceof Error ? err : new Error(String(err)))
       })
-    }, Math.max(0, left - Math.min(60_000, left / 5)))
+    }, refreshDelay(expiresAt, Date.now()))
   }
 
   #clearRefresh (): void {

@@ -12,8 +12,10 @@ import type { RemoteArgs } from './argv.js'
 import { GatewayHttpError, type GatewayApi } from './gateway-api.js'
 import { closeCodes } from '../errors.js'
 import { isRecord } from '../protocol/is-record.js'
-import { requestIdOf, withoutSeq } from './frames.js'
+import { CredentialRenewal } from './credential-renewal.js'
+import { isDuplicateRefusal, rawText, requestIdOf, withoutSeq } from './frames.js'
 import { InFlight } from './in-flight.js'
+import { ResumeMismatch, checkResumeOptions } from './resume-options.js'
 import type { RemoteEnv } from './remote-env.js'
 
 export interface BridgeIo {
@@ -81,6 +83,7 @@ export class RemoteBridge {
   #forcedCode: number | null = null
   #endTarget: number | null = null
   #caughtUp: (() => void) | null = null
+  readonly #renewal: CredentialRenewal
   #exit!: (code: number) => void
   readonly #done: Promise<number>
 
@@ -90,6 +93,17 @@ export class RemoteBridge {
     this.#args = deps.args
     this.#io = deps.io
     this.#done = new Promise((resolve) => { this.#exit = resolve })
+    this.#renewal = new CredentialRenewal({
+      token: this.#env.token,
+      present: (frame) => {
+        const ws = this.#ws
+        if (!this.#live || ws === null || ws.readyState !== WebSocket.OPEN) return false
+        ws.send(frame)
+        return true
+      },
+      warn: deps.io.warn,
+      debug: deps.io.debug
+    })
   }
 
   /** Creates or finds the session and attaches; resolves with the exit code. */
@@ -102,7 +116,7 @@ export class RemoteBridge {
         this.#seenSeq = 0
       } else {
         const existing = await this.#api.getSession(this.#args.resume)
-        this.#checkResumeOptions(existing)
+        checkResumeOptions(existing, this.#args.options)
         this.#sessionId = String(existing.id)
       }
     } catch (err) {
@@ -234,7 +248,7 @@ export class RemoteBridge {
     const url = `${this.#env.wsUrl}/v1/sessions/${encodeURIComponent(this.#sessionId)}/ws?role=controller${after}`
     this.#io.debug(`connecting ${url}`)
     const ws = new WebSocket(url, ['claude-gateway.v1'], {
-      headers: { authorization: `Bearer ${this.#env.token}` },
+      headers: { authorization: `Bearer ${this.#renewal.opening()}` },
       // CLI lines are unbounded (a Write of a large file): the gateway bounds them, not this client.
       maxPayload: 1024 * 1024 * 1024
     })
@@ -242,6 +256,11 @@ export class RemoteBridge {
     ws.on('unexpected-response', (_req, res) => {
       const status = res.statusCode ?? 0
       res.resume()
+      if (status === 401 && this.#renewal.replaced()) {
+        this.#io.debug(`upgrade refused (HTTP 401); ${this.#env.token.source} holds a newer token: reconnecting with it`)
+        ws.terminate()
+        return
+      }
       if (status === 401 || status === 403 || status === 404) {
         this.#io.warn(`the gateway refused the connection to session ${this.#sessionId}: HTTP ${status}`)
         this.#closed = true
@@ -254,18 +273,25 @@ export class RemoteBridge {
     ws.on('message', (data: WebSocket.RawData) => { if (this.#ws === ws) this.#gatewayFrame(rawText(data)) })
     ws.on('pong', (data: Buffer) => { if (this.#ws === ws) this.#inFlight.pong(data.toString('utf8')) })
     ws.on('error', (err) => this.#io.debug(`websocket error: ${err.message}`))
-    ws.on('close', (code) => {
+    ws.on('close', (code, reason) => {
       if (this.#ws !== ws) return
       this.#ws = null
       if (this.#live) this.#downSince = Date.now()
       this.#live = false
       this.#io.debug(`connection closed (${code})`)
       if (code === closeCodes.credentialRevoked) {
-        // Reconnecting with the same token would be refused: say why now rather than after a 401.
-        this.#io.warn(`the gateway no longer accepts CLAUDE_REMOTE_TOKEN (close ${code}): set a valid one and run again`)
-        this.#closed = true
-        this.#exit(1)
-        return
+        const why = reason.toString('utf8')
+        if (this.#renewal.replaced()) {
+          this.#io.debug(`${this.#env.token.source} holds a newer token: reconnecting with it`)
+        } else {
+          // Reconnecting with the same token would be refused: say why now rather than after a 401.
+          const renew = this.#env.token.file === null ? 'set a valid one' : 'renew the file'
+          this.#io.warn(`the gateway no longer accepts ${this.#env.token.source} (close ${code})${why === '' ? '' : `: ${why}`}; ${renew} and run again`)
+          this.#closed = true
+          this.#renewal.stop()
+          this.#exit(1)
+          return
+        }
       }
       this.#reconnectLater()
     })
@@ -380,6 +406,7 @@ export class RemoteBridge {
         if (typeof frame.seq === 'number' && frame.seq > this.#seenSeq) this.#seenSeq = frame.seq
         return
       case 'error': this.#gatewayError(frame); return
+      case 'credential': this.#renewal.deadline(frame.expires_at); return
       default:
         if (typeof frame.seq === 'number' && frame.seq > this.#seenSeq) this.#seenSeq = frame.seq
     }
@@ -494,6 +521,7 @@ export class RemoteBridge {
       await Promise.race([caughtUp, bounded])
     }
     this.#closed = true
+    this.#renewal.stop()
     const ws = this.#ws
     this.#ws = null
     ws?.close(1000)
@@ -503,30 +531,4 @@ export class RemoteBridge {
   #checkCaughtUp (): void {
     if (this.#endTarget !== null && this.#seenSeq >= this.#endTarget) this.#caughtUp?.()
   }
-
-  #checkResumeOptions (session: Record<string, unknown>): void {
-    const stored = isRecord(session.options) ? session.options : {}
-    for (const [key, value] of Object.entries(this.#args.options)) {
-      if (JSON.stringify(stored[key] ?? OPTION_DEFAULTS[key]) !== JSON.stringify(value)) {
-        throw new ResumeMismatch(`--resume ${String(session.id)}: the session was created with ${key} ${JSON.stringify(stored[key] ?? null)}, not ${JSON.stringify(value)}; a gateway session keeps the options it was created with`)
-      }
-    }
-  }
-}
-
-class ResumeMismatch extends Error {}
-
-/** What the gateway does when a session was created without the option. */
-const OPTION_DEFAULTS: Record<string, unknown> = { permission_prompt_tool: 'stdio' }
-
-/** The gateway's refusal of a request id it still has in flight (PROTOCOL.md: `code`, or the CLI's `error_code`). */
-function isDuplicateRefusal (frame: Record<string, unknown>): boolean {
-  const response = isRecord(frame.response) ? frame.response : {}
-  return response.subtype === 'error' && (response.code === 'duplicate_request_id' || response.error_code === 'duplicate_request_id')
-}
-
-function rawText (data: WebSocket.RawData): string {
-  if (Buffer.isBuffer(data)) return data.toString('utf8')
-  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8')
-  return Buffer.from(data).toString('utf8')
 }

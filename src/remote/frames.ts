@@ -28,3 +28,16 @@ export function requestIdOf (frame: Record<string, unknown>): string | null {
   }
   return typeof frame.request_id === 'string' ? frame.request_id : null
 }
+
+/** The gateway's refusal of a request id it still has in flight (PROTOCOL.md: `code`, or the CLI's `error_code`). */
+export function isDuplicateRefusal (frame: Record<string, unknown>): boolean {
+  const response = isRecord(frame.response) ? frame.response : {}
+  return response.subtype === 'error' && (response.code === 'duplicate_request_id' || response.error_code === 'duplicate_request_id')
+}
+
+/** A received WebSocket message as text. */
+export function rawText (data: Buffer | ArrayBuffer | Buffer[]): string {
+  if (Buffer.isBuffer(data)) return data.toString('utf8')
+  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8')
+  return Buffer.from(data).toString('utf8')
+}

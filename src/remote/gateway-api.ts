@@ -1,6 +1,7 @@
 /**
  * The few REST calls claude-remote makes: create a session, read one (to
- * check `--resume` options), delete one (which stops its CLI).
+ * check `--resume` options), delete one (which stops its CLI). A 401 is
+ * tried once more when the token file holds a newer token.
  */
 import type { RemoteEnv } from './remote-env.js'
 
@@ -29,12 +30,12 @@ export class GatewayApi {
     return this.#call('DELETE', `/v1/sessions/${encodeURIComponent(id)}`, undefined, timeoutMs)
   }
 
-  async #call (method: string, path: string, body?: unknown, timeoutMs = 30_000): Promise<Record<string, unknown>> {
+  async #call (method: string, path: string, body?: unknown, timeoutMs = 30_000, again = false): Promise<Record<string, unknown>> {
     let res: Response
     try {
       res = await fetch(this.#env.httpUrl + path, {
         method,
-        headers: { authorization: `Bearer ${this.#env.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: { authorization: `Bearer ${this.#env.token.value}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(timeoutMs)
       })
@@ -43,6 +44,8 @@ export class GatewayApi {
       throw new GatewayHttpError(0, 'unreachable', `${method} ${path}: the gateway at ${this.#env.httpUrl} did not answer (${cause})`)
     }
     const text = await res.text()
+    // A token file renewed since it was read (an expired JWT): once more with what it holds now.
+    if (res.status === 401 && !again && this.#env.token.reread()) return await this.#call(method, path, body, timeoutMs, true)
     let parsed: Record<string, unknown> = {}
     try {
       parsed = text === '' ? {} : JSON.parse(text) as Record<string, unknown>

@@ -4,15 +4,15 @@
  * CLAUDE_CODE_ENTRYPOINT and friends) belongs to the CLI the gateway runs,
  * which gets its environment from the gateway, so it is not read here.
  */
-import { readFileSync } from 'node:fs'
 import { UsageError } from './argv.js'
+import { RemoteToken, readTokenFile, tokenProblem } from './remote-token.js'
 
 export interface RemoteEnv {
   /** Base URL of the gateway, without a trailing slash. */
   httpUrl: string
   /** The same, ws:// or wss://. */
   wsUrl: string
-  token: string
+  token: RemoteToken
 }
 
 export function readRemoteEnv (env: NodeJS.ProcessEnv): RemoteEnv {
@@ -31,7 +31,7 @@ export function readRemoteEnv (env: NodeJS.ProcessEnv): RemoteEnv {
   return { httpUrl: base, wsUrl: base.replace(/^http/, 'ws'), token }
 }
 
-function readToken (env: NodeJS.ProcessEnv): string {
+function readToken (env: NodeJS.ProcessEnv): RemoteToken {
   const direct = env.CLAUDE_REMOTE_TOKEN
   const file = env.CLAUDE_REMOTE_TOKEN_FILE
   if (direct !== undefined && direct !== '' && file !== undefined && file !== '') {
@@ -40,13 +40,13 @@ function readToken (env: NodeJS.ProcessEnv): string {
   let token = direct
   if (file !== undefined && file !== '') {
     try {
-      token = readFileSync(file, 'utf8').trim()
+      token = readTokenFile(file)
     } catch (err) {
       throw new UsageError(`CLAUDE_REMOTE_TOKEN_FILE ${JSON.stringify(file)} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
     }
   }
   if (token === undefined || token === '') throw new UsageError('CLAUDE_REMOTE_TOKEN (or CLAUDE_REMOTE_TOKEN_FILE) is not set')
-  // It goes into a header: a newline would be refused by fetch/ws with a less clear message.
-  if (/[\s]/.test(token)) throw new UsageError('the gateway token contains whitespace')
-  return token
+  const problem = tokenProblem(token)
+  if (problem !== null) throw new UsageError(problem)
+  return new RemoteToken(token, file !== undefined && file !== '' ? file : null)
 }
