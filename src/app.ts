@@ -122,7 +122,8 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     allowBypassPermissions: config.allowBypassPermissions,
     logger,
     acceptUnsigned: config.storeAcceptUnsigned,
-    onBusRefused: (why) => { metrics.nodeBusRefused(why) }
+    onBusRefused: (why) => { metrics.nodeBusRefused(why) },
+    onRefused: (kind, why) => { metrics.storeRefused(kind, why) }
   })
 
   let generatedToken: string | null = null

@@ -13,6 +13,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import type { SessionStatus } from '../store/store.js'
 import { type BusRefusal, BUS_REFUSALS } from '../store/signed-bus.js'
+import { STORE_REFUSALS, type StoreRefusal, type StoreRefusalKind } from '../store/signed-records.js'
 import type { AuthFailureReason, FrameVerdict, MetricsSink, PermissionOutcome, RateLimitKind, SandboxRefusal } from './sink.js'
 
 /** What a scrape reads of one loaded session (a Session satisfies it). */
@@ -91,6 +92,7 @@ export class Metrics implements MetricsSink {
   readonly #rateLimited: Counter<'kind'>
   readonly #sandboxRefused: Counter<'kind'>
   readonly #busRefused: Counter<'reason'>
+  readonly #storeRefused: Counter<'kind' | 'reason'>
 
   constructor (options: { now?: () => number } = {}) {
     this.#now = options.now ?? (() => performance.now())
@@ -220,6 +222,13 @@ export class Metrics implements MetricsSink {
       registers
     })
 
+    this.#storeRefused = new Counter({
+      name: 'cgw_store_refused_total',
+      help: 'Reads of the store refused as changed outside the gateway or not valid, by what (record, conversation, webhook) and why (unsigned: no MAC or seal; mac: one that does not match; id: a record under another id; schema: not a valid record; policy: options the policy forbids). A record is refused at every read of it',
+      labelNames: ['kind', 'reason'],
+      registers
+    })
+
     const webhookQueue = new Gauge({
       name: 'cgw_webhook_queue',
       help: 'Webhook deliveries waiting (or backing off) and being sent',
@@ -261,6 +270,7 @@ export class Metrics implements MetricsSink {
     for (const kind of LIMIT_KINDS) this.#rateLimited.inc({ kind }, 0)
     for (const kind of REFUSAL_KINDS) this.#sandboxRefused.inc({ kind }, 0)
     for (const reason of BUS_REFUSALS) this.#busRefused.inc({ reason }, 0)
+    for (const [kind, reasons] of Object.entries(STORE_REFUSALS)) for (const reason of reasons) this.#storeRefused.inc({ kind, reason }, 0)
     this.#append.zero({ result: 'ok' })
   }
 
@@ -318,6 +328,7 @@ export class Metrics implements MetricsSink {
   sandboxRefused (kind: SandboxRefusal): void { this.#sandboxRefused.inc({ kind }) }
   /** A node bus message was refused (src/store/signed-bus.ts). Not in MetricsSink: only app.ts reports it. */
   nodeBusRefused (reason: BusRefusal): void { this.#busRefused.inc({ reason }) }
+  storeRefused (kind: StoreRefusalKind, reason: StoreRefusal): void { this.#storeRefused.inc({ kind, reason }) }
 
   /** Counts the degraded time since the last look, and notes whether the gateway is degraded now. */
   #tickDegraded (): void {

@@ -29,6 +29,8 @@ export interface SignedOutboxOptions {
   /** The store secret (STORE_SECRET); the sealing key is derived from it. */
   secret: string
   logger: Logger
+  /** Each entry refused at a takeover, with why. */
+  onRefused?: ((why: OutboxRefusal) => void) | undefined
 }
 
 /** Why an entry taken over was dropped. */
@@ -46,12 +48,14 @@ export class SignedOutbox implements WebhookOutbox {
   readonly #inner: WebhookOutbox
   readonly #key: Buffer
   readonly #logger: Logger
+  readonly #onRefused: (why: OutboxRefusal) => void
   readonly #reported = new FirstSight(REPORTED_MAX)
 
   constructor (inner: WebhookOutbox, options: SignedOutboxOptions) {
     this.#inner = inner
     this.#key = createHmac('sha256', options.secret).update(DOMAIN).digest()
     this.#logger = options.logger
+    this.#onRefused = options.onRefused ?? (() => {})
   }
 
   /** Keeps `entry` with its text sealed to its id. */
@@ -96,6 +100,7 @@ export class SignedOutbox implements WebhookOutbox {
 
   /** Logs a refusal at error level once per entry and reason, at debug after. No text: it may hold a session's content. */
   #refuse (entry: OutboxEntry, from: string, why: OutboxRefusal): void {
+    this.#onRefused(why)
     this.#logger[this.#reported.first(`${entry.id}\0${why}`) ? 'error' : 'debug']({ delivery: entry.id, from, reason: why, bytes: Buffer.byteLength(entry.text) },
       'webhook outbox entry refused: not sealed by a node sharing STORE_SECRET, altered, or kept under another id; dropped unsent')
   }

@@ -24,6 +24,21 @@ import { type BusRefusal, SignedBus } from './signed-bus.js'
 import { ConversationSeals, SEAL_BYTES } from './conversation-seal.js'
 import { SignedOutbox } from './signed-outbox.js'
 
+/**
+ * What the store held that was refused (the labels of
+ * `cgw_store_refused_total`): a session record, a conversation copy, a
+ * webhook outbox entry; and why, in short: no MAC or seal (`unsigned`), one
+ * that does not match (`mac`), a record stored under another id (`id`), not
+ * a valid record (`schema`), or options today's policy forbids (`policy`).
+ */
+export const STORE_REFUSALS = {
+  record: ['unsigned', 'mac', 'id', 'schema', 'policy'],
+  conversation: ['unsigned', 'mac'],
+  webhook: ['unsigned', 'mac']
+} as const
+export type StoreRefusalKind = keyof typeof STORE_REFUSALS
+export type StoreRefusal = (typeof STORE_REFUSALS)[StoreRefusalKind][number]
+
 export interface SignedStoreOptions {
   /** The MAC key (STORE_SECRET, or the generated `$DATA_DIR/store-secret`). */
   secret: string
@@ -37,6 +52,8 @@ export interface SignedStoreOptions {
   acceptUnsigned?: boolean | undefined
   /** Each node bus message refused, with why. */
   onBusRefused?: ((why: BusRefusal) => void) | undefined
+  /** Each record, conversation copy or outbox entry refused when read (a record refused at every read of it). */
+  onRefused?: ((kind: StoreRefusalKind, why: StoreRefusal) => void) | undefined
 }
 
 /** Versioned, so a future change of what is signed cannot be confused with this one. */
@@ -76,7 +93,11 @@ export class SignedStore implements EventStore {
   }
   /** The inner store's webhook outbox, its entries sealed and checked (unsigned ones refused whatever acceptUnsigned says: no version kept them unsigned). */
   get outbox (): WebhookOutbox {
-    this.#outbox ??= new SignedOutbox(this.#inner.outbox, { secret: this.#o.secret, logger: this.#o.logger })
+    this.#outbox ??= new SignedOutbox(this.#inner.outbox, {
+      secret: this.#o.secret,
+      logger: this.#o.logger,
+      onRefused: (why) => { this.#o.onRefused?.('webhook', why) }
+    })
     return this.#outbox
   }
   claimOnce (key: string, ttlMs: number): Promise<boolean> { return this.#inner.claimOnce(key, ttlMs) }
@@ -119,6 +140,7 @@ export class SignedStore implements EventStore {
       this.#o.logger.warn({ session: sessionId }, 'conversation copy without a seal read (STORE_ACCEPT_UNSIGNED): turn it off once every copy was saved again')
       return opened.data
     }
+    this.#o.onRefused?.('conversation', opened.why === 'no seal' ? 'unsigned' : 'mac')
     this.#report(sessionId, `conversation: ${opened.why}`, 'conversation copy refused: changed outside the gateway or saved without a seal; the session resumes without it')
     return null
   }
@@ -154,12 +176,13 @@ export class SignedStore implements EventStore {
 
   /** The record without its MAC when it may be acted on, else null (and logged). */
   #checked (record: SessionRecord, id: string): SessionRecord | null {
-    const why = this.#refusal(record, id)
-    if (why === null) {
+    const refused = this.#refusal(record, id)
+    if (refused === null) {
       const { mac: _mac, ...plain } = record
       return plain
     }
-    this.#report(id, why, 'session record refused: changed outside the gateway or not valid; treated as absent')
+    this.#o.onRefused?.('record', refused.why)
+    this.#report(id, refused.detail, 'session record refused: changed outside the gateway or not valid; treated as absent')
     return null
   }
 
@@ -168,20 +191,21 @@ export class SignedStore implements EventStore {
     this.#o.logger[this.#reported.first(`${id}\0${why}`) ? 'error' : 'debug']({ session: id, reason: why }, message)
   }
 
-  #refusal (record: SessionRecord, id: string): string | null {
+  /** Why `record` may not be acted on (its metric label, and the detail logged), or null. */
+  #refusal (record: SessionRecord, id: string): { why: StoreRefusal, detail: string } | null {
     const { mac, ...plain } = record as SessionRecord & { mac?: unknown }
-    if (typeof mac !== 'string' || mac === '') return 'no MAC'
+    if (typeof mac !== 'string' || mac === '') return { why: 'unsigned', detail: 'no MAC' }
     const expected = Buffer.from(recordMac(this.#o.secret, plain))
     const given = Buffer.from(mac)
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return 'MAC does not match'
-    if (plain.id !== id) return `stored under id ${id} but names ${String(plain.id)}`
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { why: 'mac', detail: 'MAC does not match' }
+    if (plain.id !== id) return { why: 'id', detail: `stored under id ${id} but names ${String(plain.id)}` }
     const parsed = sessionRecordSchema.safeParse(plain)
     if (!parsed.success) {
       const { path, message } = firstIssue(parsed.error)
-      return `not a valid record: ${path || '(record)'}: ${message}`
+      return { why: 'schema', detail: `not a valid record: ${path || '(record)'}: ${message}` }
     }
     if (parsed.data.options.permission_mode === 'bypassPermissions' && !this.#o.allowBypassPermissions) {
-      return 'options.permission_mode is bypassPermissions and ALLOW_BYPASS_PERMISSIONS is false'
+      return { why: 'policy', detail: 'options.permission_mode is bypassPermissions and ALLOW_BYPASS_PERMISSIONS is false' }
     }
     return null
   }

@@ -86,6 +86,12 @@ describe('a session record changed in Redis outside the gateway', () => {
     const refused = logs.entries().filter((e) => e.level === 50 && e.session === victim)
     assert.ok(refused.length >= 1, 'an error log line names the session')
     assert.equal(refused[0].reason, 'MAC does not match')
+    // And counted, for an alert: every refused read, under its kind and reason.
+    const metrics = await (await fetch(`${second.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN_A}` } })).text()
+    const count = (labels: string): number => Number(new RegExp(`^cgw_store_refused_total\\{${labels}\\} (\\d+)$`, 'm').exec(metrics)?.[1])
+    assert.ok(count('kind="record",reason="mac"') >= 1, metrics)
+    assert.equal(count('kind="record",reason="schema"'), 0)
+    assert.equal(count('kind="conversation",reason="mac"'), 0)
 
     // The untouched session is listed for its tenant and resumes with --resume.
     const listedA = (await second.request('GET', '/v1/sessions?limit=100')).body.sessions.map((s: any) => s.id)

@@ -45,10 +45,12 @@ for (const backend of backends) {
     afterEach(async () => { for (const c of cleanups.splice(0)) await c() })
 
     /** A store over `inner` (the raw store: what someone with access to Redis sees and writes), and its log lines. */
-    const signed = (inner: EventStore, acceptUnsigned = false): { store: SignedStore, logs: any[] } => {
+    const signed = (inner: EventStore, acceptUnsigned = false): { store: SignedStore, logs: any[], counted: string[] } => {
       const logs: any[] = []
+      const counted: string[] = []
       const logger = pino({ level: 'trace' }, { write: (line: string) => { logs.push(JSON.parse(line)) } })
-      return { store: new SignedStore(inner, { secret: SECRET, allowBypassPermissions: false, logger, acceptUnsigned }), logs }
+      const onRefused = (kind: string, why: string): void => { counted.push(`${kind}/${why}`) }
+      return { store: new SignedStore(inner, { secret: SECRET, allowBypassPermissions: false, logger, acceptUnsigned, onRefused }), logs, counted }
     }
     const make = (): EventStore => {
       const { inner, cleanup } = backend.make()
@@ -92,7 +94,7 @@ for (const backend of backends) {
 
     it('reads as absent, and logs, a copy changed, cut, moved from another session or stored without a seal', async () => {
       const inner = make()
-      const { store, logs } = signed(inner)
+      const { store, logs, counted } = signed(inner)
       await store.saveConversation('s', Buffer.from(LINES.join('')))
       const good = await inner.loadConversation('s') as Buffer
       const cases: Array<[string, Buffer]> = [
@@ -115,11 +117,13 @@ for (const backend of backends) {
         ['t', 'conversation: seal does not match']
       ], 'one error line per session and reason (the rest at debug)')
       assert.match(errors[0].msg, /refused/)
+      // cgw_store_refused_total: every refused read.
+      assert.deepEqual(counted, ['mac', 'mac', 'mac', 'unsigned', 'unsigned', 'mac'].map((why) => `conversation/${why}`))
     })
 
     it('reads a copy saved without a seal (an older version) only with STORE_ACCEPT_UNSIGNED, and seals it at its next save', async () => {
       const inner = make()
-      const { store, logs } = signed(inner, true)
+      const { store, logs, counted } = signed(inner, true)
       await inner.saveConversation('s', Buffer.from(LINES[0] as string))
       assert.deepEqual(await store.loadConversation('s'), Buffer.from(LINES[0] as string))
       assert.equal(logs.filter((l) => l.level === 40).length, 1, 'logged at warn')
@@ -130,6 +134,7 @@ for (const backend of backends) {
       const sealed = await inner.loadConversation('s') as Buffer
       await inner.saveConversation('s', Buffer.concat([sealed, Buffer.from('{"x":1}\n')]))
       assert.equal(await store.loadConversation('s'), null)
+      assert.deepEqual(counted, ['conversation/mac'], 'the unsealed copy read with the setting is not counted')
     })
   })
 }

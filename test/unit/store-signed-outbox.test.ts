@@ -91,16 +91,20 @@ for (const backend of backends) {
     afterEach(async () => { for (const c of cleanups.splice(0)) await c() })
 
     /** Node a and node b, each its SignedStore over the shared data, and what each logged. */
-    const make = (options: { secretOfB?: string, acceptUnsigned?: boolean } = {}): { a: SignedStore, b: SignedStore, raw: Raw, logsOfB: () => any[] } => {
+    /** `countedByB`: what b's onRefused (cgw_store_refused_total) was told, as `kind/reason`. */
+    const make = (options: { secretOfB?: string, acceptUnsigned?: boolean } = {}): { a: SignedStore, b: SignedStore, raw: Raw, logsOfB: () => any[], countedByB: string[] } => {
       const { inners, raw, cleanup } = backend.make()
       cleanups.push(cleanup)
       const silent = pino({ level: 'silent' })
       const { logger, entries } = capture()
+      const countedByB: string[] = []
+      const onRefused = (kind: string, why: string): void => { countedByB.push(`${kind}/${why}`) }
       return {
         a: new SignedStore(inners[0], { secret: SECRET, allowBypassPermissions: false, logger: silent }),
-        b: new SignedStore(inners[1], { secret: options.secretOfB ?? SECRET, allowBypassPermissions: false, logger, acceptUnsigned: options.acceptUnsigned }),
+        b: new SignedStore(inners[1], { secret: options.secretOfB ?? SECRET, allowBypassPermissions: false, logger, acceptUnsigned: options.acceptUnsigned, onRefused }),
         raw,
-        logsOfB: entries
+        logsOfB: entries,
+        countedByB
       }
     }
 
@@ -129,7 +133,7 @@ for (const backend of backends) {
     })
 
     it('drops entries altered, written unsigned, or copied under another id, logged once each, and returns the good ones', async () => {
-      const { a, b, raw, logsOfB } = make()
+      const { a, b, raw, logsOfB, countedByB } = make()
       const good = [{ id: 'good-1', text: '{"v":1,"n":1}' }, { id: 'good-2', text: '{"v":1,"n":2}' }]
       for (const entry of [...good, { id: 'altered', text: '{"v":1,"url":"https://a.example"}' }]) await a.outbox.keep('node-a', entry)
       const stored = await raw.get('node-a')
@@ -149,6 +153,7 @@ for (const backend of backends) {
       assert.deepEqual([...(await raw.get('node-b')).keys()].sort(), ['good-1', 'good-2'], 'the refused ones are removed, not left to fail again')
       assert.deepEqual(byId(await b.outbox.takeOver('node-b', 'node-b')), good)
       assert.equal(refusals(logsOfB).length, 3, 'nothing more refused')
+      assert.deepEqual(countedByB.sort(), ['webhook/mac', 'webhook/mac', 'webhook/unsigned'])
     })
 
     it('logs an entry refused again at debug, and refuses unsigned entries even with STORE_ACCEPT_UNSIGNED', async () => {

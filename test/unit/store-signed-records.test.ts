@@ -85,11 +85,14 @@ for (const backend of backends) {
     const cleanups: Array<() => Promise<void>> = []
     afterEach(async () => { for (const c of cleanups.splice(0)) await c() })
 
-    const make = async (allowBypassPermissions = false): Promise<{ store: SignedStore, raw: Raw, logs: () => any[] }> => {
+    /** `counted`: what onRefused (cgw_store_refused_total) was told, one `kind/reason` per refused read. */
+    const make = async (allowBypassPermissions = false): Promise<{ store: SignedStore, raw: Raw, logs: () => any[], counted: string[] }> => {
       const { inner, raw, cleanup } = await backend.make()
       cleanups.push(cleanup)
       const { logger, entries } = capture()
-      return { store: new SignedStore(inner, { secret: SECRET, allowBypassPermissions, logger }), raw, logs: entries }
+      const counted: string[] = []
+      const onRefused = (kind: string, why: string): void => { counted.push(`${kind}/${why}`) }
+      return { store: new SignedStore(inner, { secret: SECRET, allowBypassPermissions, logger, onRefused }), raw, logs: entries, counted }
     }
 
     const refusals = (logs: () => any[]): Array<{ session: string, reason: string }> =>
@@ -113,7 +116,7 @@ for (const backend of backends) {
     })
 
     it('refuses a record changed outside the gateway: absent for get, listings and recovery, logged with id and reason', async () => {
-      const { store, raw, logs } = await make()
+      const { store, raw, logs, counted } = await make()
       const victim = record({ status: 'running', exit: null })
       const other = record({ tenant: 'tenant-b' })
       await store.putSession(victim)
@@ -127,26 +130,30 @@ for (const backend of backends) {
       assert.deepEqual((await store.listSessions('tenant-b', { limit: 10 })).sessions.map((s) => s.id), [other.id])
       assert.deepEqual(await store.listLive(), [])
       assert.deepEqual(refusals(logs)[0], { session: victim.id, reason: 'MAC does not match' })
-      // Logged once at error level per record and reason, not once per lookup.
+      // Logged once at error level per record and reason, not once per lookup; counted at each.
       assert.equal(refusals(logs).length, 1)
+      // At least get and listLive; a listing reads it too where the store's index still holds it.
+      assert.ok(counted.length >= 2 && counted.every((c) => c === 'record/mac'), counted.join())
     })
 
     it('refuses a record without a MAC', async () => {
-      const { store, raw, logs } = await make()
+      const { store, raw, logs, counted } = await make()
       const r = record()
       await raw.set(r.id, r)
       assert.equal(await store.getSession(r.id), null)
       assert.deepEqual(refusals(logs), [{ session: r.id, reason: 'no MAC' }])
+      assert.deepEqual(counted, ['record/unsigned'])
     })
 
     it('refuses a correctly signed record copied under another session id', { skip: backend.name === 'memory' && 'the memory store keys a record by its own id' }, async () => {
-      const { store, raw, logs } = await make()
+      const { store, raw, logs, counted } = await make()
       const r = record()
       await store.putSession(r)
       const elsewhere = randomUUID()
       await raw.set(elsewhere, await raw.get(r.id))
       assert.equal(await store.getSession(elsewhere), null)
       assert.match(refusals(logs)[0]?.reason ?? '', /stored under id/)
+      assert.deepEqual(counted, ['record/id'])
     })
 
     it('refuses a signed record that fails the record schema', async () => {
@@ -158,12 +165,13 @@ for (const backend of backends) {
         ['last_seq', { last_seq: -1 }, /last_seq/]
       ]
       for (const [what, overrides, reason] of cases) {
-        const { store, raw, logs } = await make()
+        const { store, raw, logs, counted } = await make()
         const bad = record(overrides)
         // Signed with the right key: only the schema can catch it.
         await raw.set(bad.id, { ...bad, mac: recordMac(SECRET, bad) })
         assert.equal(await store.getSession(bad.id), null, what)
         assert.match(refusals(logs)[0]?.reason ?? '', reason, what)
+        assert.deepEqual(counted, ['record/schema'], what)
       }
     })
 
@@ -173,9 +181,11 @@ for (const backend of backends) {
       await off.store.putSession(r)
       assert.equal(await off.store.getSession(r.id), null)
       assert.deepEqual(refusals(off.logs), [{ session: r.id, reason: 'options.permission_mode is bypassPermissions and ALLOW_BYPASS_PERMISSIONS is false' }])
+      assert.deepEqual(off.counted, ['record/policy'])
       const on = await make(true)
       await on.store.putSession(r)
       assert.equal((await on.store.getSession(r.id))?.id, r.id)
+      assert.deepEqual(on.counted, [])
     })
 
     it('a record signed with another secret is refused', async () => {
