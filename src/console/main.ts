@@ -7,7 +7,8 @@
  * (docs/CONSOLE.md).
  *
  * Stable `data-testid`s for browser tests (docs/CONSOLE.md lists them too):
- *   sign-in:      signin-token, signin-submit, signin-error, signout
+ *   sign-in:      signin-token, signin-submit, signin-error, signout;
+ *                 renew-banner, renew-token, renew-submit, renew-error (a newer token before the JWT ends)
  *   sidebar:      new-session (opens the form), new-session-form, new-session-model,
  *                 new-session-mode, new-session-cwd, new-session-partial,
  *                 new-session-submit, new-session-error;
@@ -31,13 +32,18 @@
 import type { GatewayClient } from '../client/index.js'
 import { replaceChildren } from './dom.js'
 import { ConsoleApp } from './console-app.js'
-import { clientFor, forgetToken, signInError, signInView, signInWith, storedToken, takeTokenFromAddress } from './signin.js'
+import { clientFor, forgetToken, keepToken, signInError, signInView, signInWith, storedToken, takeTokenFromAddress } from './signin.js'
+import { TokenRenewal } from './token-renewal.js'
 import { TokenShare } from './token-share.js'
 
 const root = document.getElementById('app')
 if (root === null) throw new Error('index.html has no #app')
 
 let app: ConsoleApp | null = null
+
+// Before a connection's JWT ends it: the person is asked for a newer token (the typed client's refreshToken).
+const renewal = new TokenRenewal({ current: storedToken, keep: keepToken })
+const refreshToken = (): Promise<string> => renewal.ask()
 
 // Another tab signed out: so does this one.
 const share = new TokenShare(storedToken, () => {
@@ -48,6 +54,7 @@ const share = new TokenShare(storedToken, () => {
 })
 
 function signedIn (client: GatewayClient): void {
+  renewal.watch(client)
   app = new ConsoleApp(client, (notice) => {
     app = null
     forgetToken()
@@ -59,17 +66,18 @@ function signedIn (client: GatewayClient): void {
 
 function signIn (notice: string | null): void {
   app = null
-  replaceChildren(root as HTMLElement, signInView(signedIn, notice))
+  renewal.close()
+  replaceChildren(root as HTMLElement, signInView(signedIn, notice, refreshToken))
 }
 
 /** A token from the address, this tab, or another open tab (checked when it is new here); else the sign-in form. */
 async function start (): Promise<void> {
   const handedOver = takeTokenFromAddress()
-  if (handedOver !== null) return signedIn(await signInWith(handedOver))
+  if (handedOver !== null) return signedIn(await signInWith(handedOver, refreshToken))
   const token = storedToken()
-  if (token !== null) return signedIn(clientFor(token))
+  if (token !== null) return signedIn(clientFor(token, refreshToken))
   const shared = await share.ask()
-  if (shared !== null) return signedIn(await signInWith(shared))
+  if (shared !== null) return signedIn(await signInWith(shared, refreshToken))
   signIn(null)
 }
 

@@ -27,18 +27,23 @@ export function forgetToken (): void {
   } catch { /* nothing kept */ }
 }
 
-/** A client for this page's own gateway. */
-export function clientFor (token: string): GatewayClient {
-  return new GatewayClient({ url: location.origin, token })
-}
-
-/** Checks `token` with one API call; once accepted, keeps it for this tab and resolves with its client. */
-export async function signInWith (token: string): Promise<GatewayClient> {
-  const client = clientFor(token)
-  await client.listSessions({ limit: 1 })
+/** Keeps `token` for this tab. */
+export function keepToken (token: string): void {
   try {
     sessionStorage.setItem(KEY, token)
   } catch { /* kept for this page only */ }
+}
+
+/** A client for this page's own gateway; `refreshToken` is asked for a newer token before a connection's deadline. */
+export function clientFor (token: string, refreshToken?: () => Promise<string>): GatewayClient {
+  return new GatewayClient({ url: location.origin, token, ...(refreshToken === undefined ? {} : { refreshToken }) })
+}
+
+/** Checks `token` with one API call; once accepted, keeps it for this tab and resolves with its client. */
+export async function signInWith (token: string, refreshToken?: () => Promise<string>): Promise<GatewayClient> {
+  const client = clientFor(token, refreshToken)
+  await client.listSessions({ limit: 1 })
+  keepToken(token)
   return client
 }
 
@@ -66,7 +71,7 @@ export function takeTokenFromAddress (): string | null {
 }
 
 /** The sign-in form; `onSignedIn` gets a client whose token the gateway accepted. */
-export function signInView (onSignedIn: (client: GatewayClient) => void, notice: string | null): HTMLElement {
+export function signInView (onSignedIn: (client: GatewayClient) => void, notice: string | null, refreshToken?: () => Promise<string>): HTMLElement {
   const token = h('input', { testid: 'signin-token', attrs: { id: 'signin-token', type: 'password', autocomplete: 'current-password', required: true, spellcheck: 'false' } })
   const submit = h('button', { class: 'primary', testid: 'signin-submit', attrs: { type: 'submit' } }, 'Sign in')
   const error = h('p', { class: 'form-error', testid: 'signin-error', attrs: { role: 'alert', hidden: notice === null } }, notice ?? '')
@@ -83,7 +88,7 @@ export function signInView (onSignedIn: (client: GatewayClient) => void, notice:
     if (value === '') return
     submit.disabled = true
     error.hidden = true
-    signInWith(value).then(onSignedIn, (err: unknown) => {
+    signInWith(value, refreshToken).then(onSignedIn, (err: unknown) => {
       error.textContent = signInError(err)
       error.hidden = false
       submit.disabled = false

@@ -8,18 +8,18 @@
 // $CONSOLE_SCREENSHOTS (default: a temporary folder); `UPDATE_SCREENSHOTS=1`
 // writes them to docs/images/ for docs/CONSOLE.md.
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { type Browser, type Page, chromium } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { buildConsole } from '../../scripts/build-console.mjs'
 import { DEMO_COMMAND, demoModel } from '../../scripts/demo-model.js'
 import { TOKEN_A, eventually } from '../support/gateway.js'
 import { type MockReply, startMockAnthropic } from '../support/mock-anthropic.js'
 import { type E2e, closeAll, isCli, startE2e } from '../support/e2e.js'
+import { launchChromium } from '../support/chromium.js'
 import { type RedisServer, startRedisServer } from '../support/redis-server.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -27,19 +27,6 @@ const STEP_MS = 30_000
 const SHOTS = process.env.UPDATE_SCREENSHOTS === '1'
   ? join(ROOT, 'docs', 'images')
   : process.env.CONSOLE_SCREENSHOTS ?? mkdtempSync(join(tmpdir(), 'cgw-console-shots-'))
-
-/** Debian's chromium (or chromium-browser) on PATH; CHROMIUM_PATH overrides. */
-function chromiumPath (): string {
-  if (process.env.CHROMIUM_PATH !== undefined) return process.env.CHROMIUM_PATH
-  for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
-    try {
-      return execFileSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim()
-    } catch {
-      // next
-    }
-  }
-  throw new Error('no chromium on PATH: apt-get install chromium (.ci/run does), or set CHROMIUM_PATH')
-}
 
 let browser: Browser
 let redis: RedisServer
@@ -75,10 +62,7 @@ before(async () => {
   redis = await startRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', redisDir] })
   const mock = await startMockAnthropic({ handler: (body) => testModel(body) })
   e = await startE2e({ mock, consoleDir, env: { REDIS_URL: redis.url, REDIS_PREFIX: `cgw-console-${process.pid}:` } })
-  browser = await chromium.launch({
-    executablePath: chromiumPath(),
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
-  })
+  browser = await launchChromium()
   mkdirSync(SHOTS, { recursive: true })
 })
 
