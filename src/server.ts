@@ -10,11 +10,13 @@
  * window `npm start` runs in ends the gateway at once, as it always did (a
  * handler could not be relied on: a log line written to the dead terminal
  * first holds the process for ever). Its spawn helper, seeing it go, ends
- * the CLIs.
+ * the CLIs. With CREDENTIAL_FILES_POLL_MS, a change to a secret's `_FILE`
+ * reloads the same way, terminal or not (config/files-watch.ts).
  */
 import { closeSync, openSync } from 'node:fs'
 import { buildApp } from './app.js'
-import { ConfigError, loadConfig } from './config.js'
+import { ConfigError, SECRET_FILE_VARIABLES, loadConfig } from './config.js'
+import { FilesWatch } from './config/files-watch.js'
 
 async function main (): Promise<void> {
   let config
@@ -31,9 +33,11 @@ async function main (): Promise<void> {
   const app = await buildApp(config)
 
   let closing = false
+  let watch: FilesWatch | null = null
   const shutdown = (signal: string): void => {
     if (closing) return
     closing = true
+    watch?.close()
     app.log.info({ signal }, 'shutting down')
     const force = setTimeout(() => {
       app.log.error('shutdown took too long; exiting')
@@ -49,16 +53,29 @@ async function main (): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'))
   // One reload at a time: a second SIGHUP during one waits for it, then reads the files again.
   let reloading: Promise<void> = Promise.resolve()
-  if (!hasTerminal()) process.on('SIGHUP', () => {
+  const reload = (why: string): void => {
     reloading = reloading.then(async () => {
       if (closing) return
       try {
         await app.gateway.reloadCredentials(loadConfig())
       } catch (err) {
-        app.log.error({ err: err instanceof ConfigError ? err.message : err }, 'SIGHUP: credentials unchanged')
+        app.log.error({ err: err instanceof ConfigError ? err.message : err }, `${why}: credentials unchanged`)
       }
     })
-  })
+  }
+  if (!hasTerminal()) process.on('SIGHUP', () => { reload('SIGHUP') })
+  if (config.credentialFilesPollMs > 0) {
+    const paths = SECRET_FILE_VARIABLES.map((name) => process.env[`${name}_FILE`]).filter((path): path is string => path !== undefined && path !== '')
+    watch = new FilesWatch({
+      paths,
+      intervalMs: config.credentialFilesPollMs,
+      onChange: (changed) => {
+        app.log.info({ files: changed }, 'secret files changed: reloading credentials')
+        reload('secret files changed')
+      }
+    })
+    watch.start()
+  }
 
   const address = await app.listen({ port: config.port, host: config.host })
   const generated = app.gateway.generatedToken

@@ -209,6 +209,8 @@ export const envSchema = z.object({
   JWT_MAX_TTL_SECONDS: defaulted(int(1), 86_400, 'longest JWT lifetime accepted (`exp − iat`, or `exp − now` without `iat`)'),
   JWT_EXPIRY_ENDS_CONNECTIONS: defaulted(flag(), 'false',
     'end a WebSocket (close 4401) or event stream (`credential_expired`) when the JWT it was opened with expires, unless the WebSocket client presents a newer one first (a `credential` frame, docs/PROTOCOL.md); off: a connection outlives its JWT'),
+  CREDENTIAL_FILES_POLL_MS: defaulted(int(0), 0,
+    'read the `_FILE`s of secrets this often and reload the credentials (as `SIGHUP` does) once a change reads the same at two polls in a row: a Kubernetes Secret volume is updated with no signal to the process; 0: only `SIGHUP` reloads'),
   WEBHOOK_URL: optional(z.string().refine(isWebhookUrl, 'must be an http:// or https:// URL'), '(unset: no webhooks)',
     'an `http(s)://` URL that gets a signed POST for each session event (docs/WEBHOOKS.md); needs `WEBHOOK_SECRET`', true),
   WEBHOOK_SECRET: optional(secret(), '(none; required with `WEBHOOK_URL`)',
@@ -254,6 +256,8 @@ export const configSchema = envSchema.transform((e, ctx) => {
     storeAcceptUnsigned: e.STORE_ACCEPT_UNSIGNED,
     /** A connection opened with a JWT ends when it expires (unless a newer one is presented). */
     jwtExpiryEndsConnections: e.JWT_EXPIRY_ENDS_CONNECTIONS,
+    /** How often the secrets' `_FILE`s are checked for a change to reload; 0: never (SIGHUP only). */
+    credentialFilesPollMs: e.CREDENTIAL_FILES_POLL_MS,
     /** token → tenant. Null means none were configured (a token is generated at start). */
     tokens: e.GATEWAY_TOKENS ?? null,
     keepaliveIntervalMs: e.KEEPALIVE_INTERVAL_MS,

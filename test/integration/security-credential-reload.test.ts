@@ -7,11 +7,13 @@
  * for its tickets not yet spent), while other tenants' connections go
  * on; a new CLI gets the new keys (ANTHROPIC_API_KEY_FILE, its tenant's).
  * A file that is not valid changes nothing. A gateway in a terminal (a pty
- * from util-linux's `script`) still ends when the terminal closes.
+ * from util-linux's `script`) still ends when the terminal closes. With
+ * CREDENTIAL_FILES_POLL_MS, a file replaced as Kubernetes replaces a Secret
+ * (a rename over it) reloads with no signal at all.
  */
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -154,6 +156,52 @@ describe('credentials reloaded on SIGHUP', { timeout: 60_000 }, () => {
     assert.match(gateway.output(), /GATEWAY_TOKENS \(read from GATEWAY_TOKENS_FILE\)/)
     assert.equal(await list(NEW_A), 200)
     assert.equal(await list('short'), 401)
+  })
+})
+
+describe('credentials reloaded when their files change (CREDENTIAL_FILES_POLL_MS)', { timeout: 60_000 }, () => {
+  it('a tokens file replaced by a rename: no signal, the old token\'s socket closed 4401, the new token taken; a file that is not valid changes nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cgw-files-watch-'))
+    const tokens = join(dir, 'tokens')
+    writeFileSync(tokens, `${OLD_A}=tenant-a,${TOKEN_B}=tenant-b\n`)
+    const gateway = await startGatewayProcess({
+      DATA_DIR: join(dir, 'data'),
+      GATEWAY_TOKENS_FILE: tokens,
+      CREDENTIAL_FILES_POLL_MS: '100',
+      CLAUDE_BIN: FAKE_CLI,
+      SANDBOX: 'none',
+      ALLOW_UNSANDBOXED: 'true',
+      LOG_LEVEL: 'info'
+    })
+    const clients: TestClient[] = []
+    try {
+      const res = await fetch(`${gateway.url}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${OLD_A}`, 'content-type': 'application/json' }, body: '{}' })
+      const { id } = await res.json() as { id: string }
+      const onA = await TestClient.open(`${gateway.url.replace('http', 'ws')}/v1/sessions/${id}/ws`, { authorization: `Bearer ${OLD_A}` })
+      clients.push(onA)
+      await onA.waitFor(isHello)
+      const count = (line: RegExp): number => (gateway.output().match(new RegExp(line.source, 'g')) ?? []).length
+      const list = async (token: string): Promise<number> => (await fetch(`${gateway.url}/v1/sessions`, { headers: { authorization: `Bearer ${token}` } })).status
+
+      // As a Secret volume is updated: the new content written aside, then renamed over the file.
+      writeFileSync(`${tokens}.next`, `${NEW_A}=tenant-a,${TOKEN_B}=tenant-b\n`)
+      renameSync(`${tokens}.next`, tokens)
+      assert.equal(await onA.waitClose(10_000), 4401)
+      await eventually(() => count(/"msg":"credentials reloaded"/) === 1, 10_000, 'the reload\'s log line')
+      assert.equal(count(/"msg":"secret files changed: reloading credentials"/), 1)
+      assert.match(gateway.output(), /"files":\["[^"]*tokens"\],"msg":"secret files changed/)
+      assert.equal(await list(OLD_A), 401)
+      assert.equal(await list(NEW_A), 200)
+
+      writeFileSync(tokens, 'short=tenant-a\n')
+      await eventually(() => count(/"msg":"secret files changed: credentials unchanged"/) === 1, 10_000, 'the refused reload\'s log line')
+      assert.equal(await list(NEW_A), 200)
+      assert.equal(count(/"msg":"credentials reloaded"/), 1, 'reloaded once in all')
+    } finally {
+      for (const c of clients) c.terminate()
+      await gateway.kill()
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })
 
