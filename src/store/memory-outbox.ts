@@ -30,7 +30,12 @@ export class MemoryOutbox implements WebhookOutbox {
     return [...this.#kept.keys()]
   }
 
-  /** Synchronous inside: nothing can run between the read and the move, so two takeOvers of one node never share entries. */
+  /**
+   * All at once, synchronous inside: nothing can run between the read and
+   * the move, so of two takeOvers of one node one gets everything. The
+   * contract also allows a split (the Redis outbox moves in chunks); a map
+   * in memory never holds anything else up for long enough to need one.
+   */
   async takeOver (from: string, to: string): Promise<OutboxEntry[]> {
     const entries = this.#kept.get(from)
     if (entries === undefined) return []

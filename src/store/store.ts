@@ -195,10 +195,14 @@ export interface WebhookOutbox {
   /** The nodes that have entries kept (a node may stay listed with none left until it is taken over). */
   nodes(): Promise<string[]>
   /**
-   * Moves every entry kept under `from` to `to` in one step and resolves with
-   * them, in no particular order: of two nodes taking the same node over at
-   * once, one gets them all and the other none. `from` leaves the list.
-   * With `from === to` it resolves with the node's own entries and moves nothing.
+   * Moves every entry kept under `from` to `to` and resolves with them, each
+   * once, in no particular order. A store may move them in several steps
+   * (Redis: in chunks, so a backlog never holds it for long): of two nodes
+   * taking the same node over at once, each entry goes to exactly one of
+   * them, which may split them. `from` leaves the list once nothing is kept
+   * under it. A takeover that rejects may have moved some entries to `to`
+   * already. With `from === to` it resolves with the node's own entries and
+   * moves nothing.
    */
   takeOver(from: string, to: string): Promise<OutboxEntry[]>
 }

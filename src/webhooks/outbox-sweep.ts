@@ -8,8 +8,8 @@
  *
  * A node is gone when it no longer reports to the store (its report lapsed,
  * or it left at shutdown) or, sooner, when it was a gateway of this host
- * whose process is gone. The store's takeOver is one step: of two nodes
- * sweeping at once, one gets the deliveries.
+ * whose process is gone. The store's takeOver gives each delivery to one
+ * taker: of two nodes sweeping at once, each sends its share, none twice.
  */
 import type { Logger } from 'pino'
 import type { OutboxEntry, WebhookOutbox } from '../store/store.js'

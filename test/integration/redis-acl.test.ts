@@ -125,7 +125,7 @@ describe('Redis ACL of docker/compose.yaml', () => {
     assert.equal(await store.appendConversation(leased, 4, Buffer.from('\n{}'), again, Buffer.from('q')), true)
     assert.deepEqual(await store.loadConversation(leased), Buffer.from('q\n{}\n{}'), 'appended, and the head written over the start (SETRANGE)')
 
-    // The webhook outbox (HSET, SADD in the keep script; HDEL; SMEMBERS; HGETALL, HSET, HDEL, SREM, SADD in the takeover script).
+    // The webhook outbox (HSET, SADD in the keep script; HDEL; SMEMBERS; HSCAN, HSET, HDEL, EXISTS, SREM, SADD in the takeover script).
     await store.outbox.keep('node-acl', { id: 'd1', text: 'one' })
     await store.outbox.keep('node-acl', { id: 'd2', text: 'two' })
     await store.outbox.remove('node-acl', ['d2'])
