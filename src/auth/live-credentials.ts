@@ -13,6 +13,13 @@
  * ends when its credential expires, as a request with it would then be
  * refused; a WebSocket client keeps it open by presenting a newer
  * credential of the same tenant before then (the `credential` frame).
+ *
+ * Checks are asynchronous (a JWT's takes event-loop turns), so a reload can
+ * come in the middle of one. Each reload bumps a generation: a check made
+ * under an older one is made again (a credential presented, a connection
+ * authenticated at its upgrade but listed after the reload), and a reload
+ * judging a connection waits for a credential being presented on it and
+ * judges the one it then lives by.
  */
 import type { Authenticator } from './static-tokens.js'
 
@@ -24,6 +31,8 @@ export interface LiveConnection {
   tenant: string
   /** The bearer credential it was opened with (a token or a JWT), or its ticket was issued to; a presented one replaces it. */
   credential: string
+  /** The `generation` its credential was authenticated under (at its upgrade): a reload since, and it is checked again. */
+  checkedAt?: number | undefined
   /** Ends it (the credential no longer holds). */
   end: (why: CredentialEnd) => void
 }
@@ -57,6 +66,9 @@ export interface LiveCredentialsOptions {
  */
 export const MAX_REFUSED = 5
 
+/** Times a check is made again because a reload or a presented credential overtook it, before its last answer stands. */
+const MAX_ROUNDS = 4
+
 /** setTimeout's longest delay; a later expiry is armed again when it fires. */
 const MAX_DELAY_MS = 2 ** 31 - 1
 
@@ -66,6 +78,8 @@ interface Entry extends Listed {
   expiresAt: number | null
   timer: NodeJS.Timeout | null
   refused: number
+  /** A credential being checked to replace the connection's (present). */
+  presenting: Promise<unknown> | null
 }
 
 export class LiveCredentials implements Authenticator {
@@ -79,6 +93,7 @@ export class LiveCredentials implements Authenticator {
     expiresAt: number | null = null
     timer: NodeJS.Timeout | null = null
     refused = 0
+    presenting: Promise<unknown> | null = null
     readonly #owner: LiveCredentials
     readonly connection: LiveConnection
 
@@ -92,6 +107,7 @@ export class LiveCredentials implements Authenticator {
   }
 
   #current: Authenticator
+  #generation = 0
   readonly #live = new Map<LiveConnection, Entry>()
   readonly #expiresAt: (credential: string) => number | null
   readonly #now: () => number
@@ -104,11 +120,26 @@ export class LiveCredentials implements Authenticator {
 
   authenticate (token: string): Promise<string | null> { return this.#current.authenticate(token) }
 
-  /** Lists a connection (and arms its expiry) until `unlist`. */
+  /** Bumped by each `replace`: read before authenticating, it says whether a reload came in between. */
+  get generation (): number { return this.#generation }
+
+  /**
+   * Lists a connection (and arms its expiry) until `unlist`. One
+   * authenticated under an older generation (a reload came while its
+   * upgrade went on) is checked again now, and ended if the reload revoked
+   * its credential.
+   */
   add (connection: LiveConnection): Listed {
     const entry = new LiveCredentials.#Entry(this, connection)
     this.#live.set(connection, entry)
     this.#arm(entry, this.#expiresAt(connection.credential))
+    if (connection.checkedAt !== undefined && connection.checkedAt !== this.#generation) {
+      void this.#holds(entry).then((holds) => {
+        if (holds !== false) return
+        this.#drop(entry)
+        connection.end('revoked')
+      })
+    }
     return entry
   }
 
@@ -122,20 +153,56 @@ export class LiveCredentials implements Authenticator {
    */
   async replace (next: Authenticator): Promise<number> {
     this.#current = next
+    this.#generation++
     let ended = 0
     for (const entry of [...this.#live.values()]) {
-      const { connection } = entry
-      const tenant = await next.authenticate(connection.credential).catch(() => null) // an authenticator that fails refuses
-      if (tenant === connection.tenant || this.#live.get(connection) !== entry) continue
+      if (await this.#holds(entry) !== false) continue
       this.#drop(entry)
-      connection.end('revoked')
+      entry.connection.end('revoked')
       ended++
     }
     return ended
   }
 
+  /**
+   * Whether the credential the connection lives by names its tenant under
+   * the credentials of now; null once it is no longer listed. A credential
+   * being presented is waited for (the connection may be moving to it), and
+   * a check overtaken by a reload or a presented credential is made again.
+   */
+  async #holds (entry: Entry): Promise<boolean | null> {
+    const { connection } = entry
+    for (let round = 1; ; round++) {
+      if (entry.presenting !== null) await entry.presenting.catch(() => {})
+      const generation = this.#generation
+      const credential = connection.credential
+      const tenant = await this.#current.authenticate(credential).catch(() => null) // an authenticator that fails refuses
+      if (this.#live.get(connection) !== entry) return null
+      const overtaken = generation !== this.#generation || credential !== connection.credential || entry.presenting !== null
+      if (!overtaken) return tenant === connection.tenant
+      // Still overtaken after MAX_ROUNDS: a credential presented since was checked by the credentials of its time.
+      if (round >= MAX_ROUNDS) return credential !== connection.credential || tenant === connection.tenant
+    }
+  }
+
   async #present (entry: Entry, credential: string): Promise<{ expiresAt: number | null } | false> {
-    const tenant = await this.#current.authenticate(credential).catch(() => null)
+    const checked = this.#checkPresented(entry, credential)
+    entry.presenting = checked
+    try {
+      return await checked
+    } finally {
+      if (entry.presenting === checked) entry.presenting = null
+    }
+  }
+
+  async #checkPresented (entry: Entry, credential: string): Promise<{ expiresAt: number | null } | false> {
+    let tenant: string | null = null
+    for (let round = 1; round <= MAX_ROUNDS; round++) {
+      const generation = this.#generation
+      tenant = await this.#current.authenticate(credential).catch(() => null)
+      // Checked by credentials a reload has replaced meanwhile: checked again by the new ones.
+      if (generation === this.#generation) break
+    }
     if (this.#live.get(entry.connection) !== entry) return false
     if (tenant !== entry.connection.tenant) {
       if (++entry.refused >= MAX_REFUSED) {

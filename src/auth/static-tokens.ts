@@ -8,6 +8,12 @@ import { createHash, timingSafeEqual } from 'node:crypto'
 export interface Authenticator {
   /** The tenant a token belongs to, or null. */
   authenticate: (token: string) => Promise<string | null>
+  /**
+   * Changes whenever the credentials behind it are replaced (LiveCredentials):
+   * read before authenticating a connection, it tells whether a reload came
+   * before the connection was listed. Absent: they never change.
+   */
+  readonly generation?: number
 }
 
 export class StaticTokens implements Authenticator {

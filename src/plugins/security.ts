@@ -75,6 +75,8 @@ declare module 'fastify' {
      * connections keep it, so a credential reload can end theirs (src/auth/live-credentials.ts).
      */
     credential: string | null
+    /** The authenticator's `generation` when the request was authenticated (a long-lived connection lists it). */
+    credentialGeneration: number
   }
   interface FastifyContextConfig {
     /**
@@ -100,6 +102,7 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
   const sameOrigin = o.sameOrigin ?? true
 
   app.decorateRequest('credential', null)
+  app.decorateRequest('credentialGeneration', 0)
   app.addHook('onRequest', async (request) => {
     // Any loopback address literal is fine too (a rebinding page sends its own name, never an address).
     const host = hostName(request.headers.host)
@@ -135,6 +138,8 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
   }
 
   async function authenticate (request: FastifyRequest): Promise<string | null> {
+    // Before any check: a reload during one (or before the route lists the connection) is then seen.
+    request.credentialGeneration = o.authenticator.generation ?? 0
     const header = bearerToken(request.headers.authorization)
     if (header !== null) {
       request.credential = header

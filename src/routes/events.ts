@@ -131,6 +131,7 @@ export async function eventRoutes (fastify: FastifyInstance, options: EventRoute
       listed = options.credentials.add({
         tenant: request.tenant,
         credential,
+        checkedAt: request.credentialGeneration,
         end: (why) => {
           // A stream cannot present a newer credential: reconnecting with one resumes it (Last-Event-ID).
           if (why === 'expired') client.end('credential_expired', 'the credential this stream was opened with has expired; reconnect with a newer one')

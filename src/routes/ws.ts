@@ -116,6 +116,7 @@ export async function wsRoutes (fastify: FastifyInstance, options: WsRoutesOptio
       const reqId = request.id
       const raw = request.raw.socket as Socket
       const credential = request.credential
+      const checkedAt = request.credentialGeneration
       const tenant = request.tenant
       forgetRequest(socket, request)
       const client = new WsClient(socket, raw, options.maxBufferedBytes)
@@ -124,6 +125,7 @@ export async function wsRoutes (fastify: FastifyInstance, options: WsRoutesOptio
         : options.credentials.add({
           tenant,
           credential,
+          checkedAt,
           end: (why) => {
             if (why === 'expired') client.end('credential_expired', 'the credential this connection lives by has expired; send a newer one before it does')
             else if (why === 'refused') client.end('credential_revoked', 'too many credentials refused on this connection')

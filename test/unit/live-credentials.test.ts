@@ -5,13 +5,18 @@
  * (about 24.8 days); a credential presented in time moves the deadline, one
  * of another tenant changes nothing; a reload ends what it refuses
  * (`revoked`), judged on the credential presented last; unlisted
- * connections are never ended.
+ * connections are never ended. A reload and a presented credential being
+ * checked at once (the real StaticTokens and JWT authenticators): the
+ * reload judges the credential the connection moves to, and a presented
+ * one is checked again by the credentials the reload brought.
  */
 import assert from 'node:assert/strict'
 import { describe, it, mock } from 'node:test'
 import type { TestContext } from 'node:test'
 import { type CredentialEnd, LiveCredentials, MAX_REFUSED } from '../../src/auth/live-credentials.js'
-import type { Authenticator } from '../../src/auth/static-tokens.js'
+import { SignJWT } from 'jose'
+import { AnyOf, JwtAuthenticator } from '../../src/auth/jwt.js'
+import { type Authenticator, StaticTokens } from '../../src/auth/static-tokens.js'
 
 /** Credentials read `<tenant>:<expiry ms>`; `nope` is refused. */
 const authenticator = (refused: ReadonlySet<string> = new Set()): Authenticator => ({
@@ -98,5 +103,59 @@ describe('LiveCredentials', () => {
     assert.deepEqual([kept.ends, dropped.ends, gone.ends], [[], ['revoked'], []])
     tick(10 ** 9)
     assert.deepEqual(kept.ends, [])
+  })
+})
+
+const JWT_SECRET = 'jwt-secret-for-live-credentials-0123456789ab'
+const OLD = 'token-old-000000000001'
+const NEW = 'token-new-000000000002'
+
+/** A connection of tenant-a, whatever its credential says. */
+function connectionOfA (credential: string): ReturnType<typeof connection> {
+  return { ...connection(credential), tenant: 'tenant-a' }
+}
+
+describe('a credential presented while a reload runs (both checks asynchronous)', () => {
+  it('a connection presenting the new token as the reload revokes its old one keeps its connection: the reload waits for the presented one and judges it', async () => {
+    // The operator added NEW next to OLD; the client moves to NEW; the operator then drops OLD (SIGHUP).
+    const live = new LiveCredentials(new StaticTokens(new Map([[OLD, 'tenant-a'], [NEW, 'tenant-a']])))
+    const c = connectionOfA(OLD)
+    const listed = live.add(c)
+    const presented = listed.present(NEW) // the credential frame arrives ...
+    const ended = live.replace(new StaticTokens(new Map([[NEW, 'tenant-a']]))) // ... as the reload runs
+    const answer = await presented
+    assert.deepEqual(answer, { expiresAt: null }, 'the client was told its new credential was taken')
+    assert.equal(c.credential, NEW)
+    await ended
+    assert.deepEqual(c.ends, [], 'not ended (4401) on the credential it had before')
+  })
+
+  it('a credential presented just before a reload that revokes it is checked again by the new credentials, not kept', async () => {
+    const live = new LiveCredentials(new StaticTokens(new Map([[OLD, 'tenant-a'], [NEW, 'tenant-a']])))
+    const c = connectionOfA(OLD)
+    const listed = live.add(c)
+    const presented = listed.present(NEW) // checked by the authenticator of before the reload ...
+    const ended = live.replace(new StaticTokens(new Map([[OLD, 'tenant-a']]))) // ... which revokes NEW
+    await Promise.all([presented, ended])
+    assert.equal(await live.authenticate(NEW), null, 'NEW is refused for any request now')
+    assert.ok(c.credential !== NEW || c.ends.length > 0, 'it does not live by the revoked NEW')
+  })
+
+  it('with JWTs (WebCrypto: a check spans event-loop turns), a reload handled while a presented JWT is checked keeps the connection that moved to it', async () => {
+    const jwt = await new SignJWT({ tenant: 'tenant-a' }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('10m').sign(new TextEncoder().encode(JWT_SECRET))
+    const jwts = new JwtAuthenticator({ secret: JWT_SECRET, tenantClaim: 'tenant' })
+    // Static token OLD is being retired in favour of JWTs; the client has moved to a JWT.
+    const live = new LiveCredentials(new AnyOf([new StaticTokens(new Map([[OLD, 'tenant-a']])), jwts]))
+    const c = connectionOfA(OLD)
+    const listed = live.add(c)
+    let settled = false
+    const presented = listed.present(jwt).finally(() => { settled = true }) // a 'message' event's task
+    // The SIGHUP handler: its own later task (setImmediate), as a signal is delivered.
+    const ended = await new Promise<number>((resolve) => setImmediate(() => {
+      assert.equal(settled, false, 'the JWT check was still running when the signal came')
+      void live.replace(new AnyOf([new StaticTokens(new Map()), jwts])).then(resolve)
+    }))
+    const answer = await presented
+    assert.deepEqual(c.ends, [], `the connection that presented a valid JWT before the reload was ended (${c.ends.join()}: close 4401); its credential frame was answered ${JSON.stringify(answer)} (credential_refused), the reload counted ${ended} ended`)
   })
 })
