@@ -46,6 +46,8 @@ interface KeptText { v: 1, type: string, session: string, body: string, at: numb
 
 /** At shutdown, what is in flight or never tried gets this long at most (or WEBHOOK_TIMEOUT_MS when shorter). */
 export const CLOSE_DEADLINE_MS = 5_000
+/** How long after a failed outbox removal it is tried again (sooner when the store reconnects). */
+const REMOVE_RETRY_MS = 5_000
 
 export class WebhookNotifier implements SessionEvents {
   readonly #events: ReadonlySet<WebhookEventType>
@@ -59,8 +61,13 @@ export class WebhookNotifier implements SessionEvents {
   /** Whether the last keep failed: the first failure of a run is warned, the rest debug. */
   #keepFailing = false
   #recovered = 0
-  /** Deliveries kept from this time on are this run's own (adopt tells them from a previous run's). */
-  readonly #startedAt = Date.now()
+  /**
+   * Deliveries this run ended whose removal from the outbox has not been
+   * answered yet (true: it failed, and is tried again). adopt skips them: an
+   * entry read back before its removal is no delivery to make again.
+   */
+  readonly #unremoved = new Map<string, boolean>()
+  #retryTimer: NodeJS.Timeout | null = null
   #closed: Promise<void> | null = null
 
   constructor (options: WebhookNotifierOptions) {
@@ -96,24 +103,23 @@ export class WebhookNotifier implements SessionEvents {
   /**
    * Queues deliveries node `from` kept and this node took over
    * (outbox-sweep.ts), oldest first; they are kept under this node now.
-   * From this node's own name, only those of its previous run (this run's
-   * are queued already); a delivery this node holds already is skipped, so
-   * taking the same entries up twice sends them once. One that cannot be
-   * read is forgotten, logged.
+   * What this run holds (queued, in flight), or ended with its removal not
+   * yet answered, is skipped: from this node's own name that leaves its
+   * previous run's and those a failed takeover moved here, whatever their
+   * clock said, and the same entries taken up twice are sent once. One
+   * that cannot be read is forgotten, logged.
    */
   adopt (entries: readonly OutboxEntry[], from: string): void {
-    const own = from === this.#outbox?.node
     const held = new Set(this.#queue.held().map((d) => d.id))
     const adopted: Array<{ delivery: Delivery, at: number, n: number }> = []
     for (const entry of entries) {
-      if (held.has(entry.id)) continue
+      if (held.has(entry.id) || this.#unremoved.has(entry.id)) continue
       const kept = readKept(entry.text)
       if (kept === null) {
         this.#log.error({ delivery: entry.id, from }, 'webhook delivery in the outbox could not be read; dropped')
         this.#forget({ id: entry.id })
         continue
       }
-      if (own && kept.at >= this.#startedAt) continue
       adopted.push({ delivery: { id: entry.id, type: kept.type, sessionId: kept.session, body: kept.body, attempts: 0 }, at: kept.at, n: kept.n })
     }
     adopted.sort((a, b) => a.at - b.at || a.n - b.n)
@@ -128,6 +134,7 @@ export class WebhookNotifier implements SessionEvents {
    */
   keepAgain (): void {
     for (const delivery of this.#queue.held()) this.#keep(delivery)
+    this.#removeAgain()
   }
 
   // Arrow properties: callers may hold a method apart from the object.
@@ -158,6 +165,10 @@ export class WebhookNotifier implements SessionEvents {
     this.#closed ??= (async () => {
       await this.#queue.close(deadlineMs)
       this.#sender.close()
+      // A last try for removals that failed: each one left is an event the next taker sends again.
+      if (this.#retryTimer !== null) clearTimeout(this.#retryTimer)
+      this.#retryTimer = null
+      this.#removeAgain()
     })()
     return this.#closed
   }
@@ -189,13 +200,38 @@ export class WebhookNotifier implements SessionEvents {
     })
   }
 
-  /** Forgets an ended delivery in the outbox; one left there by a failure is sent again by whoever takes this node over. */
+  /**
+   * Forgets an ended delivery in the outbox. A removal that fails is tried
+   * again (every REMOVE_RETRY_MS, and at once when the store is back): one
+   * left there would be sent again by whoever takes this node over.
+   */
   #forget (delivery: Pick<Delivery, 'id'>): void {
+    if (this.#outbox === undefined) return
+    this.#unremoved.set(delivery.id, false)
+    this.#remove([delivery.id])
+  }
+
+  #remove (ids: string[]): void {
     const outbox = this.#outbox
     if (outbox === undefined) return
-    outbox.store.remove(outbox.node, [delivery.id]).catch((err: unknown) => {
-      this.#log.debug({ err: (err as Error).message, delivery: delivery.id }, 'ended webhook delivery not removed from the store')
+    outbox.store.remove(outbox.node, ids).then(() => {
+      for (const id of ids) this.#unremoved.delete(id)
+    }, (err: unknown) => {
+      for (const id of ids) if (this.#unremoved.has(id)) this.#unremoved.set(id, true)
+      this.#log.debug({ err: (err as Error).message, deliveries: ids.length }, 'ended webhook deliveries not removed from the store; trying again')
+      if (this.#retryTimer === null && this.#closed === null) {
+        this.#retryTimer = setTimeout(() => { this.#retryTimer = null; this.#removeAgain() }, REMOVE_RETRY_MS)
+        this.#retryTimer.unref()
+      }
     })
+  }
+
+  /** Tries again every removal that failed. */
+  #removeAgain (): void {
+    const failed = [...this.#unremoved].filter(([, didFail]) => didFail).map(([id]) => id)
+    if (failed.length === 0) return
+    for (const id of failed) this.#unremoved.set(id, false)
+    this.#remove(failed)
   }
 }
 

@@ -1,0 +1,177 @@
+/**
+ * The webhook outbox where the store fails part way, over the memory outbox
+ * and a real HTTP receiver: a takeover that ran but timed out is adopted at
+ * the next sweep even though the gone node kept its deliveries after this
+ * node started; a removal that failed is tried again, so neither another
+ * node nor this run sends a delivered event again.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import type { TestContext } from 'node:test'
+import pino from 'pino'
+import { MemoryOutbox } from '../../src/store/memory-outbox.js'
+import type { OutboxEntry, WebhookOutbox } from '../../src/store/store.js'
+import { OutboxSweep } from '../../src/webhooks/outbox-sweep.js'
+import { WEBHOOK_EVENT_TYPES } from '../../src/webhooks/webhook-event-types.js'
+import { type WebhookNotifierOptions, WebhookNotifier } from '../../src/webhooks/webhook-notifier.js'
+import { eventually } from '../support/gateway.js'
+import { Waiters } from '../support/waiters.js'
+import { Receiver } from '../support/webhook-receiver.js'
+
+const SECRET = 'whsec-unit-0123456789abcdef0123456789'
+const WAIT_MS = 10_000
+
+function notifier (t: TestContext, receiver: Receiver, outbox: WebhookOutbox, node: string, options: Partial<WebhookNotifierOptions> = {}): WebhookNotifier {
+  const n = new WebhookNotifier({
+    url: `http://127.0.0.1:${receiver.port}/hook`,
+    secret: SECRET,
+    events: WEBHOOK_EVENT_TYPES,
+    timeoutMs: 5_000,
+    maxAttempts: 5,
+    retryBaseMs: 20,
+    retryMaxMs: 100,
+    concurrency: 4,
+    queueMax: 100,
+    logger: pino({ level: 'silent' }),
+    outbox: { store: outbox, node },
+    ...options
+  })
+  t.after(() => n.close(100))
+  return n
+}
+
+function turn (n: WebhookNotifier, seq: number, session = 'sess-a'): void {
+  n.turnFinished({ sessionId: session, tenant: 'tenant-a' }, { subtype: 'success', isError: false, durationMs: 5, totalCostUsd: 0.01, result: `turn ${seq}`, seq })
+}
+
+async function kept (outbox: MemoryOutbox, node: string): Promise<OutboxEntry[]> {
+  return await outbox.takeOver(node, node)
+}
+
+describe('webhook outbox, the store failing part way', () => {
+  it('a takeover that timed out after running is recovered at the next sweep even when the gone node\'s deliveries are younger than this node\'s start', async (t) => {
+    const receiver = await Receiver.start(t)
+    const outbox = new MemoryOutbox()
+    // "self" has been running for a while (as every node in a cluster has) ...
+    const self = notifier(t, receiver, outbox, 'self')
+    // ... before node "gone" queues its delivery, fails to send it, and stops.
+    receiver.status = 503
+    const gone = notifier(t, receiver, outbox, 'gone')
+    turn(gone, 1)
+    await receiver.until(() => receiver.requests.length >= 1, 'gone\'s attempt')
+    await gone.close(50)
+    receiver.status = 200
+    const from = receiver.requests.length
+
+    let timeouts = 1
+    let ownReads = 0
+    const waiters = new Waiters()
+    const timingOut: WebhookOutbox = {
+      keep: outbox.keep.bind(outbox),
+      remove: outbox.remove.bind(outbox),
+      nodes: outbox.nodes.bind(outbox),
+      takeOver: async (fromNode, to) => {
+        const moved = await outbox.takeOver(fromNode, to)
+        if (fromNode === to) { ownReads++; waiters.wake() }
+        if (fromNode !== to && timeouts-- > 0) throw new Error('Command timed out') // ran in the store, the answer lost
+        return moved
+      }
+    }
+    const sweep = new OutboxSweep({
+      outbox: timingOut,
+      node: 'self',
+      liveNodes: async () => ['self'],
+      isDead: () => false,
+      everyMs: 20,
+      onTaken: (entries, fromNode) => { self.adopt(entries, fromNode) },
+      logger: pino({ level: 'silent' })
+    })
+    t.after(() => sweep.close())
+    await sweep.start()
+    assert.equal((await kept(outbox, 'self')).length, 1, 'moved under this node, the answer lost')
+    // The sweep after the failure reads this node's own name again (the fix of e34229d) ...
+    await waiters.until(() => ownReads >= 2, WAIT_MS, 'the sweep after the failure', () => `own reads ${ownReads}`)
+    // ... and hands the entry to adopt(), which must send it.
+    await receiver.until(() => receiver.requests.length > from, 'the taken-over delivery sent after the failed takeover', 3_000)
+      .catch(() => { /* reported by the assertion below */ })
+    assert.equal(receiver.requests.length - from, 1, 'gone\'s delivery sent once')
+  })
+
+  it('a delivery that ended while the store could not take its removal is removed once the store is back: whoever takes the node over sends nothing again', async (t) => {
+    const receiver = await Receiver.start(t)
+    const outbox = new MemoryOutbox()
+    let storeDown = false
+    const flaky: WebhookOutbox = {
+      keep: outbox.keep.bind(outbox),
+      remove: async (node, ids) => { if (storeDown) throw new Error('Connection is closed.'); await outbox.remove(node, ids) },
+      nodes: outbox.nodes.bind(outbox),
+      takeOver: outbox.takeOver.bind(outbox)
+    }
+    receiver.hang = true
+    const n1 = notifier(t, receiver, flaky, 'n1')
+    turn(n1, 1) // kept while the store answers
+    await receiver.until(() => receiver.requests[0], 'the attempt')
+    storeDown = true // a blip of a second or so: ioredis rejects the HDEL
+    receiver.release()
+    await eventually(() => n1.stats.delivered === 1, WAIT_MS, 'delivered')
+    await eventually(async () => true) // let the remove's rejection settle
+    storeDown = false
+    n1.keepAgain() // the store's onReconnect
+    // n1 stops normally: nothing unsent.
+    await n1.close(50)
+    assert.equal(n1.stats.abandoned, 0)
+    // Another node takes n1 over (or n1 starts again under a fixed NODE_ID).
+    const n2 = notifier(t, receiver, outbox, 'n2')
+    n2.adopt(await outbox.takeOver('n1', 'n2'), 'n1')
+    await eventually(async () => (await kept(outbox, 'n2')).length === 0, WAIT_MS, 'n2 forgot what it took over')
+    assert.equal(receiver.requests.length, 1, `a delivered event was sent ${receiver.requests.length} times`)
+  })
+
+  it('within one run: a previous run\'s delivery delivered during a store blip (its removal failing, a sweep failing too) is not taken up again when the store answers', async (t) => {
+    const receiver = await Receiver.start(t)
+    const outbox = new MemoryOutbox()
+    // The previous run of NODE_ID "self" left one delivery unsent.
+    receiver.status = 503
+    const previous = notifier(t, receiver, outbox, 'self')
+    turn(previous, 1)
+    await receiver.until(() => receiver.requests.length >= 1, 'the previous run\'s attempt')
+    await previous.close(50)
+    const from = receiver.requests.length
+
+    let storeDown = false
+    let sweeps = 0 // calls the sweep makes (its own takeover, the live nodes)
+    const waiters = new Waiters()
+    const down = async (): Promise<void> => { if (storeDown) throw new Error('Connection is closed.') }
+    const flaky: WebhookOutbox = {
+      keep: async (node, entry) => { await down(); await outbox.keep(node, entry) },
+      remove: async (node, ids) => { await down(); await outbox.remove(node, ids) },
+      nodes: async () => { await down(); return await outbox.nodes() },
+      takeOver: async (f, to) => { if (f === to) { sweeps++; waiters.wake() } await down(); return await outbox.takeOver(f, to) }
+    }
+    const self = notifier(t, receiver, flaky, 'self')
+    receiver.hang = true // the receiver is slow: the adopted delivery is in flight when the blip starts
+    const sweep = new OutboxSweep({
+      outbox: flaky,
+      node: 'self',
+      liveNodes: async () => { sweeps++; waiters.wake(); await down(); return ['self'] },
+      isDead: () => false,
+      everyMs: 20,
+      onTaken: (entries, fromNode) => { self.adopt(entries, fromNode) },
+      logger: pino({ level: 'silent' })
+    })
+    t.after(() => sweep.close())
+    await sweep.start() // takes up the previous run's delivery: sent from this run
+    await receiver.until(() => receiver.requests.length > from, 'the previous run\'s delivery offered again')
+    storeDown = true // a blip: the delivery is answered 200 meanwhile, its HDEL fails; a sweep fails too
+    receiver.release()
+    await eventually(() => self.stats.delivered === 1, WAIT_MS, 'delivered')
+    const at = sweeps
+    await waiters.until(() => sweeps > at + 1, WAIT_MS, 'a sweep during the blip', () => `sweeps ${sweeps}`)
+    storeDown = false
+    const after = sweeps
+    await waiters.until(() => sweeps > after + 2, WAIT_MS, 'sweeps after the blip', () => `sweeps ${sweeps}`)
+    await eventually(() => self.stats.inFlight === 0 && self.stats.waiting === 0, WAIT_MS, 'nothing left to send')
+    const sent = receiver.requests.slice(from).filter((r) => r.res.statusCode === 200 && !r.cutOff).length
+    assert.equal(sent, 1, `the previous run's delivery reached the receiver ${sent} times in this run (recovered ${self.stats.recovered})`)
+  })
+})
