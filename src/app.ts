@@ -385,9 +385,10 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     metricsServer?.closeAllConnections()
     metricsServer?.close()
     await outboxSweep?.close()
-    await placement.close()
+    await placement.drain() // no creates placed here any more; still listed, so its webhook outbox is not taken over while it sends
     await manager.shutdown(config.shutdownGraceMs)
     await webhooks?.close() // after the sessions' stops, so their session.ended get their chance; what is left stays kept
+    await placement.close() // gone for the other nodes: they take over what its webhooks left
     await router.close()
     await spawner?.close() // after the sessions' stops: it reports their CLIs' exits
     await limits.close() // their cgroups emptied and removed

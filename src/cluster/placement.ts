@@ -36,6 +36,7 @@ export class Placement {
   #reporting: Promise<void> | null = null
   #dirty = false
   #closed = false
+  #draining = false
 
   constructor (options: PlacementOptions) {
     this.#o = options
@@ -72,7 +73,19 @@ export class Placement {
     this.#timer.unref()
   }
 
-  /** Stops reporting and leaves the list, so no node sends this one creates any more. */
+  /**
+   * The node drains (shutdown): from now on it reports itself with no room,
+   * so no node sends it creates, but stays listed, so other nodes do not
+   * take it for gone (its webhook outbox, outbox-sweep.ts) while it still
+   * sends; `close` then leaves the list.
+   */
+  async drain (): Promise<void> {
+    if (this.#draining || this.#closed) return
+    this.#draining = true
+    await this.#report()
+  }
+
+  /** Stops reporting and leaves the list: other nodes see it gone at once. */
   async close (): Promise<void> {
     this.#closed = true
     if (this.#timer !== null) clearInterval(this.#timer)
@@ -117,7 +130,8 @@ export class Placement {
         this.#dirty = false
         const { running, max, tenants } = this.#o.load()
         try {
-          await this.#o.store.reportNode({ node: this.#o.node, running, max, at: Date.now(), ...(tenants === undefined ? {} : { tenants }) }, this.#o.everyMs * 3)
+          // Draining: no room (`max` 0), its CLIs still counted against their tenants until they stop.
+          await this.#o.store.reportNode({ node: this.#o.node, running, max: this.#draining ? 0 : max, at: Date.now(), ...(tenants === undefined ? {} : { tenants }) }, this.#o.everyMs * 3)
           this.#remember(await this.#o.store.listNodes())
         } catch (err) {
           this.#o.logger.debug({ err: (err as Error).message }, 'could not report this node\'s load')

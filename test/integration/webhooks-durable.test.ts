@@ -9,6 +9,9 @@
  * - a node stopped (SIGTERM) while the receiver is down: its turn.finished
  *   and the session.ended of its shutdown reach the receiver from the other
  *   node, in order;
+ * - a node stopped while the receiver is slow: it stays listed while it
+ *   drains, so the other node (seen sweeping meanwhile) takes nothing it is
+ *   still sending, and each event arrives once;
  * - an outbox entry written into Redis behind the gateways' back (unsigned)
  *   is taken over and dropped, never sent;
  * - a Redis restarted without its data: the gateway keeps what it still has
@@ -115,6 +118,36 @@ describe('webhook deliveries kept in Redis', { timeout: 60_000 }, () => {
     await receiver.until(() => receiver.requests.slice(from).filter((r) => r.json.session_id === sessionId).length >= 2, 'both events from node b', WAIT_MS)
     assert.deepEqual(receiver.requests.slice(from).filter((r) => r.json.session_id === sessionId).map((r) => r.json.type), ['turn.finished', 'session.ended'])
     assert.equal(await recovered(b), 2)
+  })
+
+  it('a node stopped while the receiver is slow: no other node takes over what it is still sending; each event arrives once, from it', async (t) => {
+    const { receiver, cluster } = await downReceiverAndNodes(t, 2)
+    const [a, b] = cluster.nodes as [GatewayNode, GatewayNode]
+    receiver.status = 200
+    receiver.hang = true
+    const { sessionId } = await turnOn(a, receiver)
+    a.child.kill('SIGTERM')
+    const report = async (): Promise<any> => JSON.parse(await redisCommand(REDIS_URL, ['HGET', `${cluster.prefix}nodes`, 'node-a']) as string ?? 'null')
+    // Its turn.finished in flight (held by the receiver), the shutdown's session.ended queued behind it: both kept.
+    const keptByA = async (): Promise<number> => await redisCommand(REDIS_URL, ['HLEN', `${cluster.prefix}{webhooks}:out:node-a`]) as number
+    await eventually(async () => await keptByA() === 2, WAIT_MS, 'the shutdown\'s session.ended kept')
+    // A sweep of node b while node a drains: it takes over a gone node's (forged, dropped) entry ...
+    const forgedId = randomUUID()
+    await redisCommand(REDIS_URL, ['HSET', `${cluster.prefix}{webhooks}:out:node-z`, forgedId, 'not signed'])
+    await redisCommand(REDIS_URL, ['SADD', `${cluster.prefix}{webhooks}:nodes`, 'node-z'])
+    await eventually(async () => await redisCommand(REDIS_URL, ['EXISTS', `${cluster.prefix}{webhooks}:out:node-z`]) === 0, WAIT_MS, 'node b sweeping')
+    // ... and not node a's, which it is still sending.
+    assert.equal(await keptByA(), 2, 'node a\'s two events still kept under node a')
+    assert.equal(await recovered(b), 0)
+    assert.equal((await report())?.max, 0, 'node a still listed while it drains, with no room for creates')
+    receiver.release() // within node a's 5 s for what it still sends at shutdown
+    assert.equal(await a.exited, 0)
+    const ids = receiver.requests.filter((r) => r.json.session_id === sessionId).map((r) => r.headers['webhook-id'])
+    assert.deepEqual(receiver.requests.filter((r) => r.json.session_id === sessionId).map((r) => r.json.type), ['turn.finished', 'session.ended'], 'each event once')
+    assert.equal(new Set(ids).size, 2)
+    assert.equal(await recovered(b), 0, 'nothing taken over')
+    assert.equal(await redisCommand(REDIS_URL, ['EXISTS', `${cluster.prefix}{webhooks}:out:node-a`]), 0, 'nothing left kept')
+    assert.equal(await report(), null, 'node a left the list once done')
   })
 
   it('a Redis restarted without its data: what is still to send is kept again once it answers', async (t) => {
