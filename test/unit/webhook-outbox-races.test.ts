@@ -7,57 +7,27 @@
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import type { TestContext } from 'node:test'
 import pino from 'pino'
 import { MemoryOutbox } from '../../src/store/memory-outbox.js'
-import type { OutboxEntry, WebhookOutbox } from '../../src/store/store.js'
+import type { WebhookOutbox } from '../../src/store/store.js'
 import { OutboxSweep } from '../../src/webhooks/outbox-sweep.js'
-import { WEBHOOK_EVENT_TYPES } from '../../src/webhooks/webhook-event-types.js'
-import { type WebhookNotifierOptions, WebhookNotifier } from '../../src/webhooks/webhook-notifier.js'
 import { eventually } from '../support/gateway.js'
 import { Waiters } from '../support/waiters.js'
 import { Receiver } from '../support/webhook-receiver.js'
+import { keptBy, testNotifier, turnFinished } from '../support/webhook-notifier.js'
 
-const SECRET = 'whsec-unit-0123456789abcdef0123456789'
 const WAIT_MS = 10_000
-
-function notifier (t: TestContext, receiver: Receiver, outbox: WebhookOutbox, node: string, options: Partial<WebhookNotifierOptions> = {}): WebhookNotifier {
-  const n = new WebhookNotifier({
-    url: `http://127.0.0.1:${receiver.port}/hook`,
-    secret: SECRET,
-    events: WEBHOOK_EVENT_TYPES,
-    timeoutMs: 5_000,
-    maxAttempts: 5,
-    retryBaseMs: 20,
-    retryMaxMs: 100,
-    concurrency: 4,
-    queueMax: 100,
-    logger: pino({ level: 'silent' }),
-    outbox: { store: outbox, node },
-    ...options
-  })
-  t.after(() => n.close(100))
-  return n
-}
-
-function turn (n: WebhookNotifier, seq: number, session = 'sess-a'): void {
-  n.turnFinished({ sessionId: session, tenant: 'tenant-a' }, { subtype: 'success', isError: false, durationMs: 5, totalCostUsd: 0.01, result: `turn ${seq}`, seq })
-}
-
-async function kept (outbox: MemoryOutbox, node: string): Promise<OutboxEntry[]> {
-  return await outbox.takeOver(node, node)
-}
 
 describe('webhook outbox, the store failing part way', () => {
   it('a takeover that timed out after running is recovered at the next sweep even when the gone node\'s deliveries are younger than this node\'s start', async (t) => {
     const receiver = await Receiver.start(t)
     const outbox = new MemoryOutbox()
     // "self" has been running for a while (as every node in a cluster has) ...
-    const self = notifier(t, receiver, outbox, 'self')
+    const self = testNotifier(t, receiver, outbox, 'self')
     // ... before node "gone" queues its delivery, fails to send it, and stops.
     receiver.status = 503
-    const gone = notifier(t, receiver, outbox, 'gone')
-    turn(gone, 1)
+    const gone = testNotifier(t, receiver, outbox, 'gone')
+    turnFinished(gone, 1)
     await receiver.until(() => receiver.requests.length >= 1, 'gone\'s attempt')
     await gone.close(50)
     receiver.status = 200
@@ -88,7 +58,7 @@ describe('webhook outbox, the store failing part way', () => {
     })
     t.after(() => sweep.close())
     await sweep.start()
-    assert.equal((await kept(outbox, 'self')).length, 1, 'moved under this node, the answer lost')
+    assert.equal((await keptBy(outbox, 'self')).length, 1, 'moved under this node, the answer lost')
     // The sweep after the failure reads this node's own name again (the fix of e34229d) ...
     await waiters.until(() => ownReads >= 2, WAIT_MS, 'the sweep after the failure', () => `own reads ${ownReads}`)
     // ... and hands the entry to adopt(), which must send it.
@@ -108,8 +78,8 @@ describe('webhook outbox, the store failing part way', () => {
       takeOver: outbox.takeOver.bind(outbox)
     }
     receiver.hang = true
-    const n1 = notifier(t, receiver, flaky, 'n1')
-    turn(n1, 1) // kept while the store answers
+    const n1 = testNotifier(t, receiver, flaky, 'n1')
+    turnFinished(n1, 1) // kept while the store answers
     await receiver.until(() => receiver.requests[0], 'the attempt')
     storeDown = true // a blip of a second or so: ioredis rejects the HDEL
     receiver.release()
@@ -121,9 +91,9 @@ describe('webhook outbox, the store failing part way', () => {
     await n1.close(50)
     assert.equal(n1.stats.abandoned, 0)
     // Another node takes n1 over (or n1 starts again under a fixed NODE_ID).
-    const n2 = notifier(t, receiver, outbox, 'n2')
+    const n2 = testNotifier(t, receiver, outbox, 'n2')
     n2.adopt(await outbox.takeOver('n1', 'n2'), 'n1')
-    await eventually(async () => (await kept(outbox, 'n2')).length === 0, WAIT_MS, 'n2 forgot what it took over')
+    await eventually(async () => (await keptBy(outbox, 'n2')).length === 0, WAIT_MS, 'n2 forgot what it took over')
     assert.equal(receiver.requests.length, 1, `a delivered event was sent ${receiver.requests.length} times`)
   })
 
@@ -132,8 +102,8 @@ describe('webhook outbox, the store failing part way', () => {
     const outbox = new MemoryOutbox()
     // The previous run of NODE_ID "self" left one delivery unsent.
     receiver.status = 503
-    const previous = notifier(t, receiver, outbox, 'self')
-    turn(previous, 1)
+    const previous = testNotifier(t, receiver, outbox, 'self')
+    turnFinished(previous, 1)
     await receiver.until(() => receiver.requests.length >= 1, 'the previous run\'s attempt')
     await previous.close(50)
     const from = receiver.requests.length
@@ -148,7 +118,7 @@ describe('webhook outbox, the store failing part way', () => {
       nodes: async () => { await down(); return await outbox.nodes() },
       takeOver: async (f, to) => { if (f === to) { sweeps++; waiters.wake() } await down(); return await outbox.takeOver(f, to) }
     }
-    const self = notifier(t, receiver, flaky, 'self')
+    const self = testNotifier(t, receiver, flaky, 'self')
     receiver.hang = true // the receiver is slow: the adopted delivery is in flight when the blip starts
     const sweep = new OutboxSweep({
       outbox: flaky,

@@ -16,13 +16,11 @@ import pino from 'pino'
 import { MemoryOutbox } from '../../src/store/memory-outbox.js'
 import type { OutboxEntry, WebhookOutbox } from '../../src/store/store.js'
 import { OutboxSweep } from '../../src/webhooks/outbox-sweep.js'
-import { WEBHOOK_EVENT_TYPES } from '../../src/webhooks/webhook-event-types.js'
-import { type WebhookNotifierOptions, WebhookNotifier } from '../../src/webhooks/webhook-notifier.js'
 import { eventually } from '../support/gateway.js'
 import { Waiters } from '../support/waiters.js'
 import { Receiver } from '../support/webhook-receiver.js'
+import { keptBy, testNotifier, turnFinished } from '../support/webhook-notifier.js'
 
-const SECRET = 'whsec-unit-0123456789abcdef0123456789'
 const WAIT_MS = 10_000
 
 /** A pino logger whose JSON lines a test can read. */
@@ -37,38 +35,9 @@ function captured (): { logger: pino.Logger, lines: any[] } {
   return { logger: pino({ level: 'debug' }, stream), lines }
 }
 
-function notifier (t: TestContext, receiver: Receiver, outbox: MemoryOutbox, node: string, options: Partial<WebhookNotifierOptions> = {}): WebhookNotifier {
-  const n = new WebhookNotifier({
-    url: `http://127.0.0.1:${receiver.port}/hook`,
-    secret: SECRET,
-    events: WEBHOOK_EVENT_TYPES,
-    timeoutMs: 5_000,
-    maxAttempts: 5,
-    retryBaseMs: 20,
-    retryMaxMs: 100,
-    concurrency: 4,
-    queueMax: 100,
-    logger: pino({ level: 'silent' }),
-    outbox: { store: outbox, node },
-    ...options
-  })
-  t.after(() => n.close(100))
-  return n
-}
-
-/** A turn.finished whose seq tells deliveries apart. */
-function turn (n: WebhookNotifier, seq: number, session = 'sess-a'): void {
-  n.turnFinished({ sessionId: session, tenant: 'tenant-a' }, { subtype: 'success', isError: false, durationMs: 5, totalCostUsd: 0.01, result: `turn ${seq}`, seq })
-}
-
-/** What `node` has kept (read without moving anything). */
-async function kept (outbox: MemoryOutbox, node: string): Promise<OutboxEntry[]> {
-  return await outbox.takeOver(node, node)
-}
-
 /** The seqs of the kept deliveries' bodies, sorted. */
 async function keptSeqs (outbox: MemoryOutbox, node: string): Promise<number[]> {
-  return (await kept(outbox, node)).map((e) => JSON.parse(JSON.parse(e.text).body).data.seq as number).sort((a, b) => a - b)
+  return (await keptBy(outbox, node)).map((e) => JSON.parse(JSON.parse(e.text).body).data.seq as number).sort((a, b) => a - b)
 }
 
 /**
@@ -80,8 +49,8 @@ async function leftUnsent (t: TestContext, node: string): Promise<{ receiver: Re
   const receiver = await Receiver.start(t)
   receiver.status = 503
   const outbox = new MemoryOutbox()
-  const left = notifier(t, receiver, outbox, node)
-  turn(left, 1)
+  const left = testNotifier(t, receiver, outbox, node)
+  turnFinished(left, 1)
   await receiver.until(() => receiver.requests.length >= 1, `${node}'s attempt`)
   await left.close(50)
   receiver.status = 200
@@ -97,30 +66,30 @@ describe('webhook outbox', () => {
   it('keeps a delivery from its queueing until it ends: delivered, rejected, given up and dropped ones are forgotten, an abandoned one stays', async (t) => {
     const receiver = await Receiver.start(t)
     const outbox = new MemoryOutbox()
-    const n = notifier(t, receiver, outbox, 'n1', { maxAttempts: 2, queueMax: 1, concurrency: 1 })
+    const n = testNotifier(t, receiver, outbox, 'n1', { maxAttempts: 2, queueMax: 1, concurrency: 1 })
 
     receiver.hang = true
-    turn(n, 1)
+    turnFinished(n, 1)
     const first = await receiver.until(() => receiver.requests[0], 'the first attempt')
-    const [entry] = await kept(outbox, 'n1') as [OutboxEntry]
+    const [entry] = await keptBy(outbox, 'n1') as [OutboxEntry]
     assert.equal(entry.id, first.json.id, 'kept under its Webhook-Id while in flight')
     assert.equal(JSON.parse(entry.text).body, first.body, 'with the very bytes sent')
-    turn(n, 2) // waits behind the first (concurrency 1)
-    turn(n, 3) // the queue holds 1 waiting: 2 is dropped
+    turnFinished(n, 2) // waits behind the first (concurrency 1)
+    turnFinished(n, 3) // the queue holds 1 waiting: 2 is dropped
     assert.deepEqual(await keptSeqs(outbox, 'n1'), [1, 3])
     receiver.release()
     await eventually(() => n.stats.delivered === 2, WAIT_MS, 'two delivered')
-    await eventually(async () => (await kept(outbox, 'n1')).length === 0, WAIT_MS, 'delivered ones forgotten')
+    await eventually(async () => (await keptBy(outbox, 'n1')).length === 0, WAIT_MS, 'delivered ones forgotten')
 
     receiver.status = 400
-    turn(n, 4)
+    turnFinished(n, 4)
     await eventually(() => n.stats.rejected === 1, WAIT_MS, 'rejected')
     receiver.status = 503
-    turn(n, 5)
+    turnFinished(n, 5)
     await eventually(() => n.stats.exhausted === 1, WAIT_MS, 'given up after two attempts')
-    await eventually(async () => (await kept(outbox, 'n1')).length === 0, WAIT_MS, 'rejected and exhausted ones forgotten')
+    await eventually(async () => (await keptBy(outbox, 'n1')).length === 0, WAIT_MS, 'rejected and exhausted ones forgotten')
 
-    turn(n, 6)
+    turnFinished(n, 6)
     await receiver.until(() => receiver.requests.some((r) => r.json.data.seq === 6), 'the sixth offered')
     await n.close(50)
     assert.equal(n.stats.abandoned, 1)
@@ -131,8 +100,8 @@ describe('webhook outbox', () => {
     const receiver = await Receiver.start(t)
     receiver.status = 503
     const outbox = new MemoryOutbox()
-    const gone = notifier(t, receiver, outbox, 'gone')
-    for (let seq = 1; seq <= 3; seq++) turn(gone, seq, seq === 2 ? 'sess-b' : 'sess-a')
+    const gone = testNotifier(t, receiver, outbox, 'gone')
+    for (let seq = 1; seq <= 3; seq++) turnFinished(gone, seq, seq === 2 ? 'sess-b' : 'sess-a')
     await receiver.until(() => receiver.requests.length >= 3 && receiver.requests, 'three attempts')
     await gone.close(50)
     const offered = new Map(receiver.requests.map((r) => [r.json.data.seq as number, r]))
@@ -140,7 +109,7 @@ describe('webhook outbox', () => {
     const from = receiver.requests.length
     receiver.status = 200
     const log = captured()
-    const next = notifier(t, receiver, outbox, 'next', { logger: log.logger })
+    const next = testNotifier(t, receiver, outbox, 'next', { logger: log.logger })
     await outbox.keep('gone', { id: 'not-a-delivery', text: '{"v":1}' })
     next.adopt(await outbox.takeOver('gone', 'next'), 'gone')
     await receiver.until(() => receiver.requests.length >= from + 3, 'the three sent again')
@@ -154,17 +123,17 @@ describe('webhook outbox', () => {
     }
     assert.equal(next.stats.recovered, 3)
     assert.ok(log.lines.some((l) => l.level === 50 && l.delivery === 'not-a-delivery'), 'the unreadable entry is logged')
-    await eventually(async () => (await kept(outbox, 'next')).length === 0, WAIT_MS, 'all forgotten, the unreadable one too')
+    await eventually(async () => (await keptBy(outbox, 'next')).length === 0, WAIT_MS, 'all forgotten, the unreadable one too')
   })
 
   it('takes up its own previous run\'s deliveries, not this run\'s, which are queued already', async (t) => {
     const { receiver, outbox, from } = await leftUnsent(t, 'fixed-id')
-    const again = notifier(t, receiver, outbox, 'fixed-id')
-    turn(again, 2) // kept before the store answers the sweep's first takeover
+    const again = testNotifier(t, receiver, outbox, 'fixed-id')
+    turnFinished(again, 2) // kept before the store answers the sweep's first takeover
     await receiver.until(() => receiver.requests.slice(from).some((r) => r.json.data.seq === 2), 'this run\'s own')
     again.adopt(await outbox.takeOver('fixed-id', 'fixed-id'), 'fixed-id')
     await receiver.until(() => receiver.requests.slice(from).some((r) => r.json.data.seq === 1), 'the previous run\'s')
-    await eventually(async () => (await kept(outbox, 'fixed-id')).length === 0, WAIT_MS, 'both forgotten once delivered')
+    await eventually(async () => (await keptBy(outbox, 'fixed-id')).length === 0, WAIT_MS, 'both forgotten once delivered')
     assert.deepEqual(receiver.requests.slice(from).map((r) => r.json.data.seq).sort(), [1, 2], 'each sent once')
     assert.equal(again.stats.recovered, 1)
   })
@@ -190,14 +159,14 @@ describe('OutboxSweep', () => {
     t.after(() => sweep.close())
     await sweep.start()
     assert.deepEqual(taken.sort(), [['gone', ['gone-1']], ['pid-gone', ['pid-gone-1']], ['self', ['self-1']]])
-    assert.deepEqual((await kept(outbox, 'alive')).map((e) => e.id), ['alive-1'])
-    assert.deepEqual((await kept(outbox, 'self')).map((e) => e.id).sort(), ['gone-1', 'pid-gone-1', 'self-1'], 'moved under this node')
+    assert.deepEqual((await keptBy(outbox, 'alive')).map((e) => e.id), ['alive-1'])
+    assert.deepEqual((await keptBy(outbox, 'self')).map((e) => e.id).sort(), ['gone-1', 'pid-gone-1', 'self-1'], 'moved under this node')
 
     await outbox.keep('self', entry('self-2'))
     await outbox.keep('gone-later', entry('later-1'))
     await waiters.until(() => taken.some(([from]) => from === 'gone-later'), WAIT_MS, 'a later sweep', () => JSON.stringify(taken))
     assert.ok(!taken.some(([, ids]) => ids.includes('self-2')), 'its own live deliveries are never taken again')
-    assert.deepEqual((await kept(outbox, 'alive')).map((e) => e.id), ['alive-1'])
+    assert.deepEqual((await keptBy(outbox, 'alive')).map((e) => e.id), ['alive-1'])
   })
 
   it('tries its own previous run\'s deliveries again at the next sweep when the store did not answer the first', async (t) => {
@@ -228,7 +197,7 @@ describe('OutboxSweep', () => {
 
   it('after a takeover that failed but may have run (a timeout), takes up what it moved under this node at the next sweep; the notifier sends each once', async (t) => {
     const { receiver, outbox, from } = await leftUnsent(t, 'gone')
-    const self = notifier(t, receiver, outbox, 'self')
+    const self = testNotifier(t, receiver, outbox, 'self')
     let timeouts = 1
     const timingOut = withTakeOver(outbox, async (fromNode, to) => {
       const moved = await outbox.takeOver(fromNode, to)
@@ -249,7 +218,7 @@ describe('OutboxSweep', () => {
     assert.deepEqual(await keptSeqs(outbox, 'self'), [1], 'moved under this node, the answer lost')
     await receiver.until(() => receiver.requests.length > from, 'sent from this node after a later sweep')
     self.adopt(await outbox.takeOver('self', 'self'), 'self') // taken up again while held: not queued twice
-    await eventually(async () => (await kept(outbox, 'self')).length === 0, WAIT_MS, 'forgotten once delivered')
+    await eventually(async () => (await keptBy(outbox, 'self')).length === 0, WAIT_MS, 'forgotten once delivered')
     assert.deepEqual(receiver.requests.slice(from).map((r) => r.json.data.seq), [1], 'sent once')
     assert.equal(self.stats.recovered, 1)
   })
@@ -271,7 +240,7 @@ describe('OutboxSweep', () => {
     t.after(() => sweep.close())
     await sweep.start()
     assert.equal(taken, 0)
-    assert.deepEqual((await kept(outbox, 'maybe-alive')).map((e) => e.id), ['m-1'])
+    assert.deepEqual((await keptBy(outbox, 'maybe-alive')).map((e) => e.id), ['m-1'])
     assert.ok(log.lines.some((l) => l.level === 40 && /store down/.test(l.err)), 'warned')
   })
 })
