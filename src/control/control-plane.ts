@@ -192,6 +192,8 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
   answer (requestId: string, input: AnswerInput, by: string): AnswerResult {
     const pending = this.#pending.get(requestId)
     if (pending === undefined) return { ok: false, code: this.#pending.wasResolved(requestId) ? 'already_resolved' : 'unknown_request' }
+    // Stopping: its stdin is closed, the answer could not reach it. The prompt stays pending and ends cancelled with the exit.
+    if (this.#o.cliState() !== 'running') return { ok: false, code: 'session_not_running', message: 'The CLI is stopping and can no longer read an answer; the prompt ends cancelled with it' }
     // What the answer grants (updatedPermissions); a refusal leaves the request pending for a better answer.
     if (input.subtype === 'success') {
       const refused = this.#o.policy.checkAnswer(pending.subtype, input.response, this.#o.policyScope())
