@@ -471,6 +471,7 @@ export class RemoteBridge {
     const id = typeof frame.request_id === 'string' ? frame.request_id : null
     const code = String(frame.code)
     const message = typeof frame.message === 'string' ? frame.message : code
+    if (code === 'credential_refused') this.#renewal.refused()
     // The replay stopped short (the store did not answer): it will not catch up, send what was lost now.
     if (code === 'store_unavailable') this.#checkResend(true)
     if (id !== null) this.#inFlight.answered(id)

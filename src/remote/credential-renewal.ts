@@ -5,8 +5,11 @@
  * a `credential` frame. From a token file kept fresh by something else, the
  * file is read again from refreshDelay's margin before the deadline, then
  * every second until it holds another token, which is presented; the
- * gateway's answer (a new deadline) re-arms it. A fixed CLAUDE_REMOTE_TOKEN
- * cannot be renewed: that is said once.
+ * gateway's answer (a new deadline) re-arms it. One the gateway refuses
+ * (not valid yet, a key it has not loaded) is not presented again on that
+ * connection; at the deadline's close the connection is opened again with
+ * what the file holds then. A fixed CLAUDE_REMOTE_TOKEN cannot be renewed:
+ * that is said once.
  */
 import { refreshDelay } from '../client/refresh-delay.js'
 import type { RemoteToken } from './remote-token.js'
@@ -24,8 +27,12 @@ export interface CredentialRenewalDeps {
 
 export class CredentialRenewal {
   readonly #deps: CredentialRenewalDeps
-  /** The credential the current connection lives by (opened with, or presented on it last). */
+  /** The credential the current connection lives by: opened with, or presented on it and accepted. */
   #inUse = ''
+  /** Presented on it, the gateway's answer not in yet. */
+  #offered: string | null = null
+  /** Presented and refused: not presented again (a refusal counts towards the connection's end), tried on a new connection instead. */
+  #refused: string | null = null
   #timer: ReturnType<typeof setTimeout> | null = null
   #toldFixed = false
 
@@ -36,6 +43,8 @@ export class CredentialRenewal {
   /** A connection is being opened: the token to open it with. */
   opening (): string {
     this.#inUse = this.#deps.token.value
+    this.#offered = null
+    this.#refused = null
     return this.#inUse
   }
 
@@ -47,9 +56,17 @@ export class CredentialRenewal {
     return this.#deps.token.reread() || this.#deps.token.value !== this.#inUse
   }
 
-  /** A `gateway`/`credential` frame's `expires_at` (null: the credential does not end the connection). */
+  /**
+   * A `gateway`/`credential` frame's `expires_at` (null: the credential does
+   * not end the connection): after `hello`, or the answer accepting the
+   * credential presented.
+   */
   deadline (expiresAt: unknown): void {
     this.stop()
+    if (this.#offered !== null) {
+      this.#inUse = this.#offered
+      this.#offered = null
+    }
     const at = typeof expiresAt === 'string' ? Date.parse(expiresAt) : Number.NaN
     if (!Number.isFinite(at)) return
     this.#deps.debug(`the gateway ends this connection at ${expiresAt as string} unless given a newer credential`)
@@ -61,6 +78,13 @@ export class CredentialRenewal {
     this.#timer = setTimeout(() => this.#renew(at), refreshDelay(at, Date.now()))
   }
 
+  /** The gateway answered `credential_refused` to the credential presented. */
+  refused (): void {
+    if (this.#offered === null) return
+    this.#refused = this.#offered
+    this.#offered = null
+  }
+
   stop (): void {
     if (this.#timer !== null) clearTimeout(this.#timer)
     this.#timer = null
@@ -70,8 +94,9 @@ export class CredentialRenewal {
     this.#timer = null
     const token = this.#deps.token
     token.reread()
-    if (token.value !== this.#inUse && this.#deps.present(JSON.stringify({ type: 'credential', token: token.value }))) {
-      this.#inUse = token.value
+    const next = token.value
+    if (next !== this.#inUse && next !== this.#offered && next !== this.#refused && this.#deps.present(JSON.stringify({ type: 'credential', token: next }))) {
+      this.#offered = next
       this.#deps.debug(`presented the newer token of ${token.source}`)
     }
     // Until the gateway answers with a new deadline (or refuses it: the file may change again).

@@ -3,8 +3,10 @@
  * CLAUDE_REMOTE_TOKEN_FILE and renewed there (as a Kubernetes projected
  * token or a sidecar does) is presented before it expires, so the same
  * connection outlives it; a credential nobody renews ends claude-remote at
- * the gateway's deadline with a line saying so; a token rotated out by a
- * credential reload is replaced from the file without a restart.
+ * the gateway's deadline with a line saying so; a renewed token the gateway
+ * refuses for now is tried on a new connection at the deadline; a token
+ * rotated out by a credential reload is replaced from the file without a
+ * restart.
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -45,7 +47,7 @@ const count = (text: string, re: RegExp): number => text.match(new RegExp(re.sou
 
 test('a JWT renewed in CLAUDE_REMOTE_TOKEN_FILE is presented before it expires: the same connection outlives it and runs the next turn', async (t) => {
   const gw = await gateway(t, { env: EXPIRY })
-  const exp = inSeconds(6)
+  const exp = inSeconds(12)
   const short = await jwt('tenant-a', exp)
   const file = tokenFile(t, short)
   const remote = spawnRemote(gw, [...SDK_ARGS, '--debug'], { CLAUDE_REMOTE_TOKEN: '', CLAUDE_REMOTE_TOKEN_FILE: file })
@@ -78,16 +80,17 @@ test('a JWT renewed in CLAUDE_REMOTE_TOKEN_FILE is presented before it expires: 
 
 test('a JWT nobody renews ends claude-remote at its expiry (exit 1): a fixed CLAUDE_REMOTE_TOKEN is said to be unrenewable at once, a stale file at the end', async (t) => {
   const gw = await gateway(t, { env: EXPIRY })
-  const exp = inSeconds(3)
+  // Long enough for both to start and run a turn on a busy machine first.
+  const exp = inSeconds(10)
   const short = await jwt('tenant-a', exp)
   const fixed = spawnRemote(gw, SDK_ARGS, { CLAUDE_REMOTE_TOKEN: short })
   const stale = spawnRemote(gw, SDK_ARGS, { CLAUDE_REMOTE_TOKEN: '', CLAUDE_REMOTE_TOKEN_FILE: tokenFile(t, short) })
-  for (const remote of [fixed, stale]) {
+  await Promise.all([fixed, stale].map(async (remote) => {
     t.after(() => remote.child.kill('SIGKILL'))
     remote.write(sdkInitialize())
     remote.write(userLine('echo until it expires'))
     await remote.waitLine((f) => f.type === 'result')
-  }
+  }))
   await fixed.until(() => /CLAUDE_REMOTE_TOKEN cannot be renewed: give CLAUDE_REMOTE_TOKEN_FILE/.test(fixed.stderr()), 'the warning')
   assert.equal(await fixed.exited, 1, fixed.stderr())
   assert.equal(await stale.exited, 1, stale.stderr())
@@ -127,4 +130,32 @@ test('a token rotated out by a credential reload: claude-remote reconnects with 
   assert.deepEqual(results, ['Echo: echo before the rotation', 'Echo: echo after the rotation'])
   const status = await fetch(`${gw.url}/v1/sessions/${session.id}`, { headers: { authorization: `Bearer ${TOKEN_A}` } })
   assert.equal(status.status, 401, 'the old token is gone')
+})
+
+test('a renewed token the gateway refuses (not valid yet) is not presented again, and at the old JWT\'s deadline claude-remote reconnects with it instead of exiting', async (t) => {
+  const gw = await gateway(t, { env: EXPIRY })
+  const exp = inSeconds(10)
+  const short = await jwt('tenant-a', exp)
+  // Valid from a second before the short one's deadline: refused when presented (about 2 s before it), accepted after.
+  const newer = await new SignJWT({ tenant: 'tenant-a' }).setProtectedHeader({ alg: 'HS256' }).setNotBefore(exp - 1).setExpirationTime(inSeconds(600)).sign(new TextEncoder().encode(JWT_SECRET))
+  const file = tokenFile(t, short)
+
+  const remote = spawnRemote(gw, [...SDK_ARGS, '--debug'], { CLAUDE_REMOTE_TOKEN: '', CLAUDE_REMOTE_TOKEN_FILE: file })
+  t.after(() => remote.child.kill('SIGKILL'))
+  remote.write(sdkInitialize())
+  remote.write(userLine('echo before'))
+  await remote.waitLine((f) => f.type === 'result')
+  await remote.until(() => remote.stderr().includes('ends this connection at'), 'the deadline announced')
+  writeFileSync(file, newer + '\n')
+  await remote.until(() => remote.stderr().includes('presented the newer token'), 'the newer token presented')
+
+  await remote.until(() => /gateway: credential_refused/.test(remote.stderr()), 'the refusal')
+  await remote.until(() => /holds a newer token: reconnecting with it/.test(remote.stderr()), 'the reconnect at the old deadline')
+  remote.write(userLine('echo after the deadline'))
+  await remote.waitLine((f) => f.type === 'result' && f.result === 'Echo: echo after the deadline')
+  const stderr = remote.stderr()
+  assert.equal(count(stderr, /presented the newer token/), 1, 'not presented again after its refusal')
+  assert.equal(count(stderr, /connecting ws:/), 2)
+  remote.child.stdin.end()
+  assert.equal(await remote.exited, 0, stderr)
 })
