@@ -42,6 +42,7 @@ import type { SessionDeps as BaseDeps, SessionOwnership, SessionRoute } from './
 import { type FollowerHost, SessionFollower } from './session-follower.js'
 import { type LeaseHost, SessionLease } from './session-lease.js'
 import { type StatusHost, StatusRecorder } from './status-recorder.js'
+import { unresolvedRequests } from './unresolved-requests.js'
 import { sessionView } from './session-view.js'
 import { errorFrame, gatewayFrame } from './frames.js'
 import { Turns } from './turns.js'
@@ -395,11 +396,23 @@ export class Session {
    * For a session whose record says a CLI runs although none does (its
    * gateway process crashed): records it as stopped, `exit.reason: "lost"`,
    * with a status frame in its own log, so history readers, event streams
-   * and resuming clients learn it like any other end. Resolves once the
-   * frame and the record are stored (or the store did not answer).
+   * and resuming clients learn it like any other end; the requests its CLI
+   * had asked and nobody ended are recorded ended (`cancelled`) first, as
+   * a CLI's exit ends them. Resolves once the frames and the record are
+   * stored (or the store did not answer).
    */
   async markLost (): Promise<void> {
-    if (!this.#lease.owned || this.#cli !== null || this.#record.status === 'stopped' || this.#record.status === 'exited') return
+    const lost = (): boolean => this.#lease.owned && this.#cli === null && !isFinal(this.#record.status)
+    if (!lost()) return
+    // Its prompts died with the process that held them: they end here, cancelled, before the status.
+    const open = await unresolvedRequests(this.#deps.store, this.id).catch((err: unknown) => {
+      this.#log.warn({ err: (err as Error).message }, 'could not read which requests the lost CLI left open; they are not marked ended')
+      return []
+    })
+    if (!lost()) return
+    for (const { requestId, subtype } of open) {
+      this.#apply({ kind: 'record', subtype: subtype === 'can_use_tool' ? 'permission_resolved' : 'request_resolved', fields: { request_id: requestId, request_subtype: subtype, decision: 'cancelled', by: null } })
+    }
     this.#status.lost()
     await this.#events.flush(1000)
     await this.#writes.written

@@ -6,6 +6,11 @@
  * history readers, event-stream followers and resuming WebSocket clients all
  * learn it, not only REST readers of the record.
  *
+ * A permission prompt pending at the crash ends there too: its
+ * `permission_resolved` (`cancelled`, by nobody) comes just before the lost
+ * status, as a CLI's exit ends its prompts, so no client, stream or
+ * webhook keeps it open.
+ *
  * The crash: gateway 1 is left running (its CLI too) while gateway 2 starts
  * on the same store with its own data dir, exactly what a restarted process
  * finds when the old one died: records saying `running`, logs ending mid-life.
@@ -14,7 +19,7 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import http from 'node:http'
 import { after, describe, it } from 'node:test'
-import { isHello } from '../support/frames.js'
+import { isHello, isPrompt } from '../support/frames.js'
 import { TOKEN_A, gateway, suiteScope } from '../support/gateway.js'
 import { REDIS_URL, deleteKeys } from '../support/redis-server.js'
 import { readHistory, turn } from './resume-helpers.js'
@@ -106,5 +111,29 @@ describe('sessions found running at start', () => {
     assert.equal(entry.status, 'stopped')
     assert.equal(entry.exit.reason, 'lost')
     assert.equal((await readHistory(second, id)).filter(isLost).length, 1)
+  })
+
+  it('end the prompts their CLI left pending: permission_resolved cancelled, just before the lost status', async () => {
+    const first = await gateway(scope, { env: ENV })
+    const { id } = await first.createSession()
+    const holder = await first.connect(id, 'after=0')
+    await holder.waitFor(isHello)
+    holder.sendUser('ask')
+    const prompt = await holder.waitFor(isPrompt)
+
+    const second = await gateway(scope, { env: ENV })
+    assert.equal((await second.request('GET', `/v1/sessions/${id}`)).body.exit.reason, 'lost')
+    const history = await readHistory(second, id)
+    const asked = history.findIndex((f) => f.type === 'control_request' && f.request_id === prompt.request_id)
+    assert.ok(asked >= 0, 'the prompt is in history')
+    const ended = history.filter((f) => f.type === 'gateway' && f.subtype === 'permission_resolved' && f.request_id === prompt.request_id)
+    assert.equal(ended.length, 1, `the prompt ends once in history: ${JSON.stringify(history.slice(-3))}`)
+    assert.deepEqual([ended[0].decision, ended[0].by, ended[0].request_subtype], ['cancelled', null, 'can_use_tool'])
+    assert.ok(isLost(history.at(-1)), 'then the lost status')
+    assert.equal(history.at(-2), ended[0])
+    // A client attaching now is told of no pending request, and HTTP lists none.
+    const again = await second.connect(id, 'role=observer')
+    assert.deepEqual((await again.waitFor(isHello)).pending_requests, [])
+    assert.deepEqual((await second.request('GET', `/v1/sessions/${id}/permissions`)).body.requests, [])
   })
 })
