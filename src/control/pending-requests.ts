@@ -45,14 +45,18 @@ export class PendingRequests {
 
   get size (): number { return this.#pending?.size ?? 0 }
 
+  /** A request asked again under an id still pending (a CLI repeating itself) replaces it, with a timeout of its own. */
   add (entry: PendingRequest): void {
     const ms = entry.subtype === 'can_use_tool' ? this.#o.permissionTimeoutMs : this.#o.controlTimeoutMs
     const timer = ms > 0
       ? this.#o.timers.set(() => {
-        if (this.take(entry.requestId) !== undefined) this.#o.onTimeout(entry)
+        // Only its own timeout: one replaced under the same id must not end its successor early.
+        if (this.#pending?.get(entry.requestId)?.entry === entry && this.take(entry.requestId) !== undefined) this.#o.onTimeout(entry)
       }, ms)
       : null
     this.#pending ??= new Map()
+    const replaced = this.#pending.get(entry.requestId)
+    if (replaced !== undefined && replaced.timer !== null) this.#o.timers.clear(replaced.timer)
     this.#pending.set(entry.requestId, { entry, timer })
   }
 
