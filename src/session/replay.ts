@@ -9,6 +9,10 @@
  * has; `unavailable` says the store could not answer for the range asked
  * (within a bound), and the client is ended rather than given live frames
  * with a hole before them.
+ *
+ * A control request still pending whose seq history lost (dropped past
+ * STORE_QUEUE_MAX while the store was down) is not lost to the client: the
+ * session holds it, and the replay sends it where it jumps over its seq.
  */
 import type { Logger } from 'pino'
 import type { Attachment, Audience } from './audience.js'
@@ -69,17 +73,26 @@ export async function resumePoint (events: EventLog, after: number | undefined, 
   return { from: start, resume: missing.length > 0 ? 'gap' : 'ok', oldest: first, missing }
 }
 
+/** A pending CLI control request as recorded (ControlPlane.list()). */
+export interface PendingFrame {
+  seq: number
+  frame: string
+}
+
 export interface ReplayParts {
   events: EventLog
   audience: Audience
   log: Logger
   wait: ResumeWait
+  /** The CLI control requests pending now: those history lost are sent in their place. */
+  pending?: () => readonly PendingFrame[]
 }
 
 /**
  * Sends `att` the frames in (from, upTo], then its backlog, then makes it
  * live. A jump over missing seqs is marked where it happens with a `gap`
- * frame. Returns the seq up to which control requests went out as notices
+ * frame, followed by the pending control requests within it. Returns the
+ * seq up to which control requests went out as notices
  * (another client held the session meanwhile), for redelivery if it holds
  * it now; null when the store stopped answering and the client was ended
  * (1013) instead of being handed live frames after a hole.
@@ -89,6 +102,17 @@ export async function replay (att: Attachment, from: number, upTo: number, parts
   const port = att.port
   let cursor = from
   let noticedUpTo = from
+  // Rendered for the role `att` has at that moment: a notice sent while it observed is owed in full should it hold later.
+  const sendRecorded = (event: { seq: number, frame: string }): void => {
+    audience.send(port, audience.render(event, att), event.seq)
+    if (audience.holder !== att) noticedUpTo = event.seq
+  }
+  // Prompts in a hole would otherwise reach no one who resumes over it: its id in the hello, its body nowhere.
+  const jump = (to: number): void => {
+    audience.send(port, gapFrame(cursor + 1, to))
+    const lost = (parts.pending?.() ?? []).filter((p) => p.seq > cursor && p.seq <= to).sort((a, b) => a.seq - b.seq)
+    for (const p of lost) sendRecorded(p)
+  }
   while (cursor < upTo) {
     const at = cursor
     const page = await retrying(async () => (await readHistoryPage(events, at, REPLAY_PAGE, REPLAY_PAGE_BYTES, upTo)).events, parts.wait)
@@ -103,16 +127,15 @@ export async function replay (att: Attachment, from: number, upTo: number, parts
     if (!audience.has(port)) return noticedUpTo
     if (page.length === 0) break
     for (const event of page) {
-      if (event.seq > cursor + 1) audience.send(port, gapFrame(cursor + 1, event.seq - 1))
-      audience.send(port, audience.render(event, att), event.seq)
+      if (event.seq > cursor + 1) jump(event.seq - 1)
+      sendRecorded(event)
       cursor = event.seq
       const drained = port.writable?.() ?? null
       if (drained !== null) await drained
       if (!audience.has(port)) return noticedUpTo
     }
-    if (audience.holder !== att) noticedUpTo = cursor
   }
-  if (cursor < upTo) audience.send(port, gapFrame(cursor + 1, upTo))
+  if (cursor < upTo) jump(upTo)
   // The live frames held during the replay go to the client's send queue in one go, and it is live
   // in the same tick. Waiting for the socket between them (as for history pages) would let a
   // running burst keep the client in this held mode for as long as it lasts, its budget counting

@@ -469,7 +469,7 @@ export class Session {
     // Running on another node: this client joins that node's session (its frames go there, the holder rules are its).
     if (elsewhere) void this.#follower.routeClient(port, options.role)
     options.onHello?.()
-    const noticedUpTo = await replay(att, from, upTo, { events: this.#events, audience: this.#audience, log: this.#log, wait })
+    const noticedUpTo = await replay(att, from, upTo, { events: this.#events, audience: this.#audience, log: this.#log, wait, pending: () => this.#control.list() })
     if (noticedUpTo !== null && this.#audience.holder === att) this.#control.holderChanged(att.port, noticedUpTo)
   }
 
