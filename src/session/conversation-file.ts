@@ -11,9 +11,17 @@
  * The stored form is `<project>\n<file bytes>`. As the CLI only appends to
  * the file, a save after the first sends only what is new, from where the
  * last one ended (`ConversationMark`), checked against the bytes it ended with.
+ *
+ * The gateway reads and writes these files on the host, below a config dir
+ * the tenant's tools write to (in the sandbox too): every part below the
+ * config dir is opened without following a symlink (openBelow), or a link
+ * a tool left there would have the gateway read or write, on its tenant's
+ * behalf, a file its sandbox hides (another tenant's, the gateway's own).
  */
-import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, writeFileSync } from 'node:fs'
+import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
+
+const { O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = constants
 
 /** Where the stored copy ends: its length, and its last bytes to recognise the file by. */
 export interface ConversationMark {
@@ -50,7 +58,7 @@ export function readSince (configDir: string, sessionId: string, mark: Conversat
   const prefix = Buffer.byteLength(mark.project) + 1
   let fd: number
   try {
-    fd = openSync(conversationPath(configDir, mark.project, sessionId), 'r')
+    fd = openBelow(configDir, ['projects', mark.project], `${sessionId}.jsonl`, O_RDONLY)
   } catch {
     return null
   }
@@ -92,14 +100,28 @@ export function readConversation (configDir: string, sessionId: string): Buffer 
   if (!existsSync(projects)) return null
   let dirs: string[]
   try {
-    dirs = readdirSync(projects)
+    const fd = folderBelow(configDir, ['projects'])
+    try {
+      dirs = readdirSync(inFolder(fd, '.'))
+    } finally {
+      closeSync(fd)
+    }
   } catch {
     return null
   }
   for (const project of dirs) {
-    const file = conversationPath(configDir, project, sessionId)
-    if (!existsSync(file)) continue
-    return Buffer.concat([Buffer.from(`${project}\n`), wholeLines(readFileSync(file))])
+    if (!existsSync(conversationPath(configDir, project, sessionId))) continue
+    let fd: number
+    try {
+      fd = openBelow(configDir, ['projects', project], `${sessionId}.jsonl`, O_RDONLY)
+    } catch {
+      continue // a link, a FIFO (or gone meanwhile): not the CLI's file
+    }
+    try {
+      return Buffer.concat([Buffer.from(`${project}\n`), wholeLines(readFileSync(fd))])
+    } finally {
+      closeSync(fd)
+    }
   }
   return null
 }
@@ -117,8 +139,72 @@ export function writeConversation (configDir: string, sessionId: string, stored:
   if (project.includes('/') || project === '.' || project === '..') return false
   const local = readConversation(configDir, sessionId)
   if (local !== null && local.length >= stored.length) return false
-  const dir = join(configDir, 'projects', project)
-  mkdirSync(dir, { recursive: true, mode: 0o700 })
-  writeFileSync(join(dir, `${sessionId}.jsonl`), stored.subarray(newline + 1), { mode: 0o600 })
+  let fd: number
+  try {
+    fd = openBelow(configDir, ['projects', project], `${sessionId}.jsonl`, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+  } catch (err) {
+    // A link, a FIFO or a file where a folder should be, left by a tool: not written through; the CLI starts from no copy.
+    if (['ELOOP', 'ENOTDIR', 'ENXIO', 'EFTYPE'].includes((err as NodeJS.ErrnoException).code ?? '')) return false
+    throw err
+  }
+  try {
+    const data = stored.subarray(newline + 1)
+    for (let written = 0; written < data.length;) written += writeSync(fd, data, written)
+  } finally {
+    closeSync(fd)
+  }
   return true
+}
+
+/** `name` in the folder open as `fd`, as a path: Linux's /proc/self/fd, so nothing but that folder is looked up again. */
+function inFolder (fd: number, name: string): string {
+  return `/proc/self/fd/${fd}/${name}`
+}
+
+/**
+ * Opens the folder `<configDir>/<parts…>` (made, mode 0700, when `create`),
+ * each part in the one before it and none of them a symlink (ELOOP), so a
+ * folder swapped for a link meanwhile changes nothing. The config dir itself
+ * is the gateway's. Returns its descriptor.
+ */
+function folderBelow (configDir: string, parts: readonly string[], create = false): number {
+  if (create) mkdirSync(configDir, { recursive: true, mode: 0o700 })
+  let fd = openSync(configDir, O_RDONLY | O_DIRECTORY)
+  try {
+    for (const part of parts) {
+      if (create) {
+        try {
+          mkdirSync(inFolder(fd, part), { mode: 0o700 })
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+        }
+      }
+      const next = openSync(inFolder(fd, part), O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+      closeSync(fd)
+      fd = next
+    }
+    return fd
+  } catch (err) {
+    closeSync(fd)
+    throw err
+  }
+}
+
+/**
+ * Opens the regular file `name` in `<configDir>/<folders…>` (made when it is
+ * created), no part of the path a symlink. Never waits: a FIFO there (open(2)
+ * would block the gateway until a writer came) is refused, as any other file
+ * that is not a regular one (EFTYPE), or ENXIO when opened to write.
+ */
+function openBelow (configDir: string, folders: readonly string[], name: string, flags: number, mode?: number): number {
+  const folder = folderBelow(configDir, folders, (flags & O_CREAT) !== 0)
+  let fd: number
+  try {
+    fd = openSync(inFolder(folder, name), flags | O_NOFOLLOW | O_NONBLOCK, mode)
+  } finally {
+    closeSync(folder)
+  }
+  if (fstatSync(fd).isFile()) return fd
+  closeSync(fd)
+  throw Object.assign(new Error(`${name}: not a regular file`), { code: 'EFTYPE' })
 }
