@@ -36,7 +36,8 @@ const allowedPrefixes = ['LC_', 'VERTEX_REGION_']
 /** The gateway's own settings never pass, whatever CLI_ENV_ALLOW says. */
 const deniedNames = new Set([
   'GATEWAY_TOKENS', 'GATEWAY_TOKENS_FILE', 'REDIS_URL', 'REDIS_URL_FILE', 'JWT_SECRET', 'JWT_SECRET_FILE', 'JWT_PUBLIC_KEY', 'JWT_PUBLIC_KEY_FILE',
-  'STORE_SECRET', 'STORE_SECRET_FILE'
+  'STORE_SECRET', 'STORE_SECRET_FILE', 'METRICS_TOKEN', 'METRICS_TOKEN_FILE', 'WEBHOOK_SECRET', 'WEBHOOK_SECRET_FILE',
+  'TENANT_API_KEYS', 'TENANT_API_KEYS_FILE'
 ])
 
 export const ENTRYPOINT = 'claude-gateway'
