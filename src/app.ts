@@ -168,6 +168,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     logger,
     find: (id) => manager.loadedSession(id),
     heartbeatMs: Math.max(100, Math.floor(config.sessionLeaseMs / 3)),
+    owner: async (id) => (await store.leases.holder(id))?.node ?? null,
     onCreate: async (tenant, options) => (await manager.create(tenant, options as SessionOptions)).snapshot()
   })
   // Creates this node is too full for go to the least loaded node with room.

@@ -30,8 +30,12 @@ export interface RoutedSession {
   attachRemote: (port: ClientPort, role: Role) => void
   detach: (port: ClientPort) => void
   handleFrame: (port: ClientPort, frame: ClientFrame) => void
-  /** The owner says a client here holds (or no longer holds) the session. */
-  remoteHolder: (port: ClientPort, holds: boolean) => void
+  /**
+   * The owner says a client here holds (or no longer holds) the session;
+   * `upTo`: the seq the owner had committed when it said so (it redelivers
+   * the prompts pending up to there itself).
+   */
+  remoteHolder: (port: ClientPort, holds: boolean, upTo?: number) => void
   /**
    * The node this client's frames went to does not own the session (any
    * more), or did not confirm them in time (it died or hangs): handle
@@ -41,6 +45,8 @@ export interface RoutedSession {
   ownerMoved: (port: ClientPort, frames: ClientFrame[]) => void
   /** On the owner: an HTTP call made on another node (answer a prompt, stop, list pending prompts). */
   call: (op: SessionCallOp, args: unknown[]) => Promise<unknown>
+  /** The session's log: on the owner, what it has committed (sent with a holder change). */
+  readonly events?: { readonly committedSeq: number }
 }
 
 /** The calls that act on one session (the rest act on the node). */
@@ -69,14 +75,23 @@ export interface ClusterRouterOptions {
   callTimeoutMs?: number
   /** Creates a session here for a node that is full (src/cluster/placement.ts); resolves with its snapshot. */
   onCreate?: (tenant: string, options: unknown) => Promise<unknown>
+  /** The node holding a session's lease now, or null (frames an owner is late to confirm wait while it still holds it). */
+  owner?: (sessionId: string) => Promise<string | null>
 }
+
+/**
+ * How long a node takes a message sent to it (the bus refuses older ones as
+ * `stale`, src/store/signed-bus.ts): a frame not confirmed by then will never
+ * be handled by the node it went to.
+ */
+const BUS_MAX_AGE_MS = 120_000
 
 type Message =
   | { k: 'attach', s: string, c: string, n: string, r: Role }
   | { k: 'detach', s: string, c: string }
   | { k: 'frame', s: string, c: string, n: string, r: Role, f: ClientFrame, i: number }
   | { k: 'ack', c: string, i: number }
-  | { k: 'send', s: string, c: string, f: string }
+  | { k: 'send', s: string, c: string, f: string, q?: number }
   | { k: 'moved', s: string, c: string, i?: number, n?: string }
   | { k: 'call', s: string, id: string, n: string, op: CallOp, a: unknown[] }
   | { k: 'reply', id: string, ok: boolean, v?: unknown, moved?: boolean, e?: string, c?: ErrorCode }
@@ -95,6 +110,8 @@ export class ClusterRouter {
   #timer: NodeJS.Timeout | null = null
   /** Frames sent to owners and not confirmed yet, by client id, in the order sent. */
   readonly #unconfirmed = new Map<string, Unconfirmed[]>()
+  /** Clients whose late frames wait for a lease lookup (one at a time per client). */
+  readonly #checking = new Set<string>()
   #frameCount = 0
   /** Calls waiting for their owner's reply, by call id. */
   readonly #calls = new Map<string, { resolve: (v: unknown) => void, reject: (e: Error) => void, timer: NodeJS.Timeout }>()
@@ -249,8 +266,9 @@ export class ClusterRouter {
         const local = this.#local.get(m.c)
         if (local === undefined) return
         const holder = holderChange(m.f)
-        if (holder !== null) this.#o.find(m.s)?.remoteHolder(local.port, holder)
         local.port.send(m.f)
+        // After the holder frame: what this node then resends the client follows it.
+        if (holder !== null) this.#o.find(m.s)?.remoteHolder(local.port, holder, m.q)
         return
       }
       case 'moved': {
@@ -323,7 +341,13 @@ export class ClusterRouter {
       known.seen = Date.now()
       return known.port
     }
-    const port = new RemotePort(client, (frame) => { this.#post(node, { k: 'send', s: sessionId, c: client, f: frame }) })
+    const port = new RemotePort(client, (frame) => {
+      // A holder change carries the seq committed now: the owner redelivers the prompts pending up
+      // to it (ControlPlane.holderChanged, in the same turn); the client's node those after it.
+      const upTo = holderChange(frame) === true ? session.events?.committedSeq : undefined
+      const q = upTo === undefined ? {} : { q: upTo }
+      this.#post(node, { k: 'send', s: sessionId, c: client, f: frame, ...q })
+    })
     this.#remote.set(client, { port, sessionId, seen: Date.now() })
     session.attachRemote(port, role)
     return port
@@ -331,22 +355,54 @@ export class ClusterRouter {
 
   /**
    * Frames an owner did not confirm within three heartbeats go back to their
-   * sessions (the owner died or hangs): every frame of that client sent to
-   * that node. Frames sent to another node since stay with it.
+   * sessions once that node no longer holds the session's lease (it died, or
+   * hangs past its lease and another node took it): every frame of that
+   * client sent to that node. Frames sent to another node since stay with it.
+   * While that node still holds the lease (slow, not gone), or nobody does
+   * yet (it may take it back as it wakes; else a node records the session
+   * lost within a lease, which hands them back: SessionFollower), it may
+   * still handle them, so they wait: handled here as well, an answer was
+   * refused (`unknown_request`) though the owner took it, and the client,
+   * no longer routed, had its later answers refused the same way. Past the
+   * bus's age limit that node never will: they go back, and while it holds
+   * the lease they are sent to it again.
    */
   #resendUnconfirmed (): void {
     const late = Date.now() - 3 * this.#o.heartbeatMs
     for (const [client, list] of this.#unconfirmed) {
       const first = list[0]
-      if (first === undefined || first.sentAt >= late) continue
-      const again = list.filter((u) => u.owner === first.owner)
-      const keep = list.filter((u) => u.owner !== first.owner)
-      if (keep.length > 0) this.#unconfirmed.set(client, keep)
-      else this.#unconfirmed.delete(client)
-      if (this.#local.get(client)?.owner === first.owner) this.#local.delete(client)
-      this.#o.logger.warn({ session: first.sessionId, frames: again.length }, 'the owning node did not confirm routed frames in time; handling them here')
-      this.#o.find(first.sessionId)?.ownerMoved(first.port, again.map((u) => u.frame))
+      if (first === undefined || first.sentAt >= late || this.#checking.has(client)) continue
+      this.#checking.add(client)
+      void this.#holder(first.sessionId).then((holder) => {
+        this.#checking.delete(client)
+        this.#late(client, first, holder)
+      })
     }
+  }
+
+  /** The node holding a session's lease; undefined when that is not known (no lookup, or the store did not answer). */
+  async #holder (sessionId: string): Promise<string | null | undefined> {
+    try {
+      return await this.#o.owner?.(sessionId)
+    } catch {
+      return undefined
+    }
+  }
+
+  /** `first`, a client's oldest unconfirmed frame, is late; `holder` holds the session's lease now. */
+  #late (client: string, first: Unconfirmed, holder: string | null | undefined): void {
+    const list = this.#unconfirmed.get(client)
+    if (list?.[0] !== first) return // confirmed, or handed back, meanwhile
+    const expired = Date.now() - first.sentAt >= BUS_MAX_AGE_MS
+    if (!expired && (holder === first.owner || holder === null)) return
+    const again = list.filter((u) => u.owner === first.owner)
+    const keep = list.filter((u) => u.owner !== first.owner)
+    if (keep.length > 0) this.#unconfirmed.set(client, keep)
+    else this.#unconfirmed.delete(client)
+    // Still that node's client while it holds the lease: handled again, they go to it again.
+    if (holder !== first.owner && this.#local.get(client)?.owner === first.owner) this.#local.delete(client)
+    this.#o.logger.warn({ session: first.sessionId, frames: again.length, owner: first.owner, holder }, 'the owning node did not confirm routed frames in time; handling them here')
+    this.#o.find(first.sessionId)?.ownerMoved(first.port, again.map((u) => u.frame))
   }
 
   #heartbeat (): void {

@@ -45,6 +45,12 @@ export class SessionFollower {
   readonly #h: FollowerHost
   /** Stops following the session's log in the store (while another node owns it and clients are attached here). */
   #unfollow: (() => void) | null = null
+  /**
+   * The CLI's control requests the log followed here shows asked and not yet
+   * ended, by request id: what a client here that the owner makes holder may
+   * have been relayed as notices only.
+   */
+  readonly #open = new Map<string, { seq: number, frame: string }>()
 
   constructor (host: FollowerHost) {
     this.#h = host
@@ -92,6 +98,8 @@ export class SessionFollower {
   stop (): void {
     this.#unfollow?.()
     this.#unfollow = null
+    // Not followed, the ends of these requests would go unseen.
+    this.#open.clear()
   }
 
   /** Takes what another owner saved since this object was loaded. */
@@ -122,6 +130,7 @@ export class SessionFollower {
       if (isRecord(status.exit)) record.exit = status.exit as unknown as SessionRecord['exit']
     }
     if (isInit(e)) record.resumable = true
+    this.#track(e, status)
     // A message the last owner wrote to the CLI: its copy a client resends (or that the owner
     // never confirmed before it died) reaches the CLI no second time when handled here.
     const uuid = askedUuid(e)
@@ -145,13 +154,38 @@ export class SessionFollower {
     route.attach(owner, h.id, port, role)
   }
 
-  /** On a client's node: its owner says whether it holds the session now (what recorded control requests it is shown in full). */
-  remoteHolder (port: ClientPort, holds: boolean): void {
-    const { audience } = this.#h
+  /**
+   * On a client's node: its owner says whether it holds the session now
+   * (what recorded control requests it is shown in full). The owner
+   * redelivers the prompts pending up to `upTo`, the seq it had committed
+   * then; a prompt after it that this node relayed before the owner's word
+   * arrived (the log and the bus are two channels) reached the client as a
+   * notice, so it is sent again here, in full.
+   */
+  remoteHolder (port: ClientPort, holds: boolean, upTo?: number): void {
+    const { audience, events } = this.#h
     const att = audience.attachment(port)
     if (att === undefined) return
+    const was = audience.isHolder(port)
     if (holds) audience.hold(att)
     else audience.unhold(att)
+    // Still being replayed to, it gets what arrived meanwhile from its backlog, rendered as holder.
+    if (!holds || was || upTo === undefined || att.backlog !== null) return
+    for (const { seq, frame } of this.#open.values()) {
+      if (seq > upTo && seq <= events.committedSeq) audience.send(port, frame, seq)
+    }
+  }
+
+  /**
+   * On a node where another node runs the CLI, a holder leaving makes no
+   * other client here holder: that node picks the next one (any node's
+   * client) and says so with `holder` frames.
+   */
+  leaving (port: ClientPort): void {
+    const h = this.#h
+    if (h.route === undefined || h.owned() || isFinal(h.record.status)) return
+    const att = h.audience.attachment(port)
+    if (att !== undefined) h.audience.unhold(att)
   }
 
   /**
@@ -178,6 +212,19 @@ export class SessionFollower {
     const h = this.#h
     for (const port of h.audience.remotes) h.audience.remove(port)
     h.route?.dropRemote(h.id)
+  }
+
+  /** Keeps #open: a CLI control request opens, its `permission_resolved` / `request_resolved` (or the CLI's end) closes it. */
+  #track (e: StoredEvent, status: Record<string, unknown> | null): void {
+    if (status !== null && typeof status.status === 'string' && isFinal(status.status as SessionStatus)) { this.#open.clear(); return }
+    const { frame } = e
+    const opens = frame.includes('"control_request"')
+    if (!opens && !frame.includes('_resolved"')) return
+    let parsed: unknown
+    try { parsed = JSON.parse(frame) } catch { return }
+    if (!isRecord(parsed) || typeof parsed.request_id !== 'string') return
+    if (opens && parsed.type === 'control_request') this.#open.set(parsed.request_id, { seq: e.seq, frame })
+    else if (parsed.type === 'gateway' && (parsed.subtype === 'permission_resolved' || parsed.subtype === 'request_resolved')) this.#open.delete(parsed.request_id)
   }
 
   /** Events another node appended: relayed to clients here as if appended here (status frames update the record as seen here). */

@@ -276,7 +276,7 @@ export class Session {
   }
 
   /** On a client's node: its owner says whether it holds the session now (what recorded control requests it is shown in full). */
-  remoteHolder (port: ClientPort, holds: boolean): void { this.#follower.remoteHolder(port, holds) }
+  remoteHolder (port: ClientPort, holds: boolean, upTo?: number): void { this.#follower.remoteHolder(port, holds, upTo) }
   /** On a client's node: the node its frames went to does not own the session (any more) or did not confirm `frames` (see SessionFollower.ownerMoved). */
   ownerMoved (port: ClientPort, frames: ClientFrame[]): void { this.#follower.ownerMoved(port, frames) }
 
@@ -475,6 +475,8 @@ export class Session {
 
   detach (port: ClientPort): void {
     this.#deps.route?.detach(port)
+    // Where another node runs the CLI, that node picks the next holder (SessionFollower.leaving).
+    this.#follower.leaving(port)
     const next = this.#audience.remove(port)
     if (this.#audience.size === 0) this.#follower.stop()
     if (next !== undefined) {
