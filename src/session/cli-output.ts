@@ -32,6 +32,8 @@ export interface CliOutputHost {
   persist: () => void
   /** The CLI printed a turn's result: the turn is over (and its conversation worth saving). */
   turnEnded: () => void
+  /** The CLI's `session_state_changed` state (`idle`: no turn runs or waits, whatever was counted). */
+  turnState: (state: unknown) => void
   /**
    * A step of a turn is in the CLI's conversation file (a tool's result, a
    * tool call waiting for permission): worth saving, so that a node dying
@@ -110,6 +112,7 @@ export class CliOutput {
           h.record.resumable = true
           h.persist()
         }
+        if (msg.subtype === 'session_state_changed') h.turnState(msg.state)
         break
       case 'result': {
         h.turnEnded()

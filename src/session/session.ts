@@ -145,6 +145,7 @@ export class Session {
 
     setStatus (status: SessionStatus): void { this.#s.#status.set(status) }
     turnEnded (): void { this.#s.#turns.end(); void this.#s.#saves.save() }
+    turnState (state: unknown): void { this.#s.#turns.cliState(state); this.#s.#armIdle() }
     stepped (): void { this.#s.#saves.stepped() }
     busy (): void { this.#s.#idle.disarm() }
     armIdle (): void { this.#s.#armIdle() }

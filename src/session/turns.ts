@@ -1,7 +1,10 @@
 /**
  * The turns a session's CLI is running (user messages it has not printed a
  * result for yet), and who waits for them to end: a node that drains lets
- * its turns end before it stops their CLIs (SHUTDOWN_GRACE_MS).
+ * its turns end before it stops their CLIs (SHUTDOWN_GRACE_MS). Counting
+ * results alone is not enough: some messages end without one (an `interrupt`
+ * with `cancel_queued` cancels queued ones; the CLI may run queued messages
+ * as one turn), so the CLI's own `session_state_changed` settles the count.
  */
 export class Turns {
   #pending = 0
@@ -17,6 +20,16 @@ export class Turns {
   end (): void {
     this.#pending = Math.max(0, this.#pending - 1)
     if (this.#pending === 0) this.#wake()
+  }
+
+  /**
+   * The CLI's `session_state_changed`: `idle` says its turn and every queued
+   * one ended. An `idle` printed before it read a message written meanwhile
+   * is followed by `running` once it reads it: a turn runs again.
+   */
+  cliState (state: unknown): void {
+    if (state === 'idle') this.exited()
+    else if ((state === 'running' || state === 'requires_action') && this.#pending === 0) this.#pending = 1
   }
 
   /** A CLI starts: nothing it runs yet. */
