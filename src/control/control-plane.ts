@@ -49,8 +49,11 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
   readonly #o: ControlPlaneOptions<P>
   readonly #timers: Timers
   readonly #pending: PendingRequests
-  /** Client requests waiting on the CLI; made on first use (most sessions never send one). */
-  #clientRequests: Map<string, { port: P, timer: unknown }> | null = null
+  /**
+   * Client requests waiting on the CLI; made on first use (most sessions never send one).
+   * `ports`: who asked under that id, the first asker and whoever sent it again while in flight.
+   */
+  #clientRequests: Map<string, { ports: P[], timer: unknown }> | null = null
   #kept: Record<string, unknown> | undefined
   /** False from spawn until this CLI was given its one initialize (the holder's, or the gateway's). */
   #initialized = true
@@ -140,7 +143,14 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
     // CLIENT_CONTROL_ALLOW, stdio MCP servers, mode fields naming bypassPermissions, what initialize may carry.
     const refused = this.#o.policy.checkClientRequest(frame.request, this.#o.policyScope())
     if (refused !== null) { refuse(refused.code, refused.message); return }
-    if (this.#clientRequests?.has(id) === true || this.#pending.get(id) !== undefined) { refuse('duplicate_request_id'); return }
+    const inFlight = this.#clientRequests?.get(id)
+    if (inFlight !== undefined || this.#pending.get(id) !== undefined) {
+      // A client that reconnected sends what it has no answer for again, and waits for the original's:
+      // the CLI's is recorded (its replay has it), the gateway's own (timeout, exit) is owed to this connection too.
+      if (inFlight !== undefined && !inFlight.ports.includes(port)) inFlight.ports.push(port)
+      refuse('duplicate_request_id')
+      return
+    }
     if (initialize) {
       this.#kept = frame.request
       this.#o.effects({ kind: 'keep_initialize', request: frame.request })
@@ -153,12 +163,13 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
     } else {
       this.toCli(frame)
     }
+    const ports = [port]
     const timer = this.#timers.set(() => {
       this.#clientRequests?.delete(id)
-      refuse('request_timeout')
+      for (const to of ports) this.#send(to, controlErrorFrame(id, 'request_timeout', errorTable.request_timeout.message))
     }, this.#o.clientRequestTimeoutMs)
     this.#clientRequests ??= new Map()
-    this.#clientRequests.set(id, { port, timer })
+    this.#clientRequests.set(id, { ports, timer })
   }
 
   /** The CLI answered a request (a client's, or its initialize): it no longer times out. */
@@ -220,7 +231,7 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
     for (const pending of this.#pending.takeAll()) this.#resolved(pending, 'cancelled', null)
     for (const [id, waiting] of this.#clientRequests ?? []) {
       this.#timers.clear(waiting.timer)
-      this.#send(waiting.port, controlErrorFrame(id, 'session_not_running', 'The CLI exited before answering'))
+      for (const to of waiting.ports) this.#send(to, controlErrorFrame(id, 'session_not_running', 'The CLI exited before answering'))
     }
     this.#clientRequests?.clear()
   }
