@@ -314,8 +314,19 @@ export class RedisStore implements EventStore {
   }
 
   async getSession (id: string): Promise<SessionRecord | null> {
-    const json = await this.#client.get(this.#meta(id))
-    return json === null ? null : JSON.parse(json) as SessionRecord
+    let json: string | null
+    try {
+      json = await this.#client.get(this.#meta(id))
+    } catch (err) {
+      if (!isWrongType(err)) throw err
+      return unreadable(id)
+    }
+    if (json === null) return null
+    try {
+      return JSON.parse(json) as SessionRecord
+    } catch {
+      return unreadable(id)
+    }
   }
 
   async listSessions (tenant: string, options: ListOptions): Promise<SessionPage> {
@@ -463,6 +474,20 @@ export class RedisStore implements EventStore {
 function sessionTag (id: string): string {
   if (id === '') throw new Error('session id must not be empty')
   return id
+}
+
+/**
+ * What a meta key holds when it is no record (text that is not JSON, a key
+ * of another type): not the gateway's writing, so it reads as one without a
+ * MAC, which SignedStore refuses (logged, counted) like any other. Thrown,
+ * it would fail every listing of the tenant and every listLive it is in.
+ */
+function unreadable (id: string): SessionRecord {
+  return { id } as unknown as SessionRecord
+}
+
+function isWrongType (err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith('WRONGTYPE')
 }
 
 function seqOf (entryId: string): number {
