@@ -47,6 +47,11 @@ import { FencedError } from './store.js'
  *   created together with the stream (never for a stream that exists without
  *   one, e.g. written before the mark existed, or whose mark expired first),
  *   so a mark that exists is never below any entry of its stream.
+ * - One session's keys fail only its own append: the lease and the mark are
+ *   read with pcall, so a lease that is no hash is FENCED and a mark that
+ *   is no number (or no string) is that session's error. A Lua error would
+ *   abort the whole call, with every other session of the wave: someone who
+ *   can write Redis could stop every tenant's appends with one key.
  * - TTL: with the flag "1", a stream without a TTL then gets the remaining
  *   TTL of the session's record, and so does its mark: a stream created after
  *   the session ended (a late retried batch) must expire with its record.
@@ -67,24 +72,34 @@ for s = 0, #KEYS / 5 - 1 do
   local first = a + 7
   a = first + 2 * n
   local result = 0
-  if epoch ~= '' and redis.call('HGET', lease, 'epoch') ~= epoch then
+  if epoch ~= '' and redis.pcall('HGET', lease, 'epoch') ~= epoch then
     result = 'FENCED lease epoch ' .. epoch .. ' is not current'
   else
     local answer = largest
     if largest > known then
-      local current = redis.call('GET', mark)
-      if current then
+      local current = redis.pcall('GET', mark)
+      if type(current) == 'table' then
+        answer = current.err
+      elseif current then
         current = tonumber(current)
-        if largest > current then redis.call('SET', mark, largest, 'KEEPTTL') else answer = current end
+        if current == nil then
+          answer = 'ERR largest-frame mark ' .. mark .. ' is not a number'
+        elseif largest > current then
+          redis.call('SET', mark, largest, 'KEEPTTL')
+        else
+          answer = current
+        end
       elseif redis.call('EXISTS', stream) == 0 then
         redis.call('SET', mark, largest)
       else
         answer = -largest
       end
     end
+    -- The mark's error stops this session here: no frame written, nothing published.
+    if type(answer) == 'string' then result = answer end
     local published = nil
-    if redis.call('EXISTS', followed) == 1 then published = {} end
-    for i = first, a - 1, 2 do
+    if result == 0 and redis.call('EXISTS', followed) == 1 then published = {} end
+    for i = first, result == 0 and a - 1 or first - 1, 2 do
       local r = redis.pcall('XADD', stream, 'MAXLEN', '~', max, ARGV[i], 'f', ARGV[i + 1])
       if type(r) == 'table' and r.err ~= nil and not string.find(r.err, 'equal or smaller than the target stream top item', 1, true) then
         result = r.err
