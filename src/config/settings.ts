@@ -96,9 +96,9 @@ export const envSchema = z.object({
     return z.NEVER
   }), '(unset: a token is generated and printed at start; loopback only)', '`token=tenant,token2=tenant2` (tokens ≥ 16 characters)', true),
   STORE_SECRET: optional(secret(), '(generated once into `$DATA_DIR/store-secret`, mode 0600)',
-    'key (≥ 32 characters) of the HMACs on stored session records, messages between nodes and conversation copies; gateways sharing a Redis must share it', true),
+    'key (≥ 32 characters) of the HMACs on stored session records, messages between nodes, node load reports, conversation copies and webhook outbox entries; gateways sharing a Redis must share it', true),
   STORE_ACCEPT_UNSIGNED: defaulted(flag(), 'false',
-    'accept node messages without a signature and conversation copies without a seal, logged at warn (messages: the first one): what a version before they were signed wrote; on only for an upgrade from one (docs/SCALING.md)'),
+    'accept node messages and node load reports without a signature and conversation copies without a seal, logged at warn (messages, reports: the first one): what a version before they were signed wrote; on only for an upgrade from one (docs/SCALING.md)'),
   SANDBOX: defaulted(z.enum(['bwrap', 'none']), 'bwrap',
     'how each CLI is confined when `CLAUDE_LAUNCHER` is unset: `bwrap` (bubblewrap + egress proxy; `bwrap` and `socat` checked at start) or `none`'),
   ALLOW_UNSANDBOXED: defaulted(flag(), 'false', 'lets `SANDBOX=none` start although the gateway serves several tenants (or JWTs) or `HOST` is not loopback'),

@@ -413,7 +413,7 @@ export class RedisStore implements EventStore {
   }
 
   async reportNode (load: NodeLoad, ttlMs: number): Promise<void> {
-    await this.#client.hset(this.#nodes(), load.node, JSON.stringify({ ...load, until: load.at + ttlMs }))
+    await this.#client.hset(this.#nodes(), load.node, JSON.stringify({ ...load, until: load.until ?? load.at + ttlMs }))
   }
 
   async listNodes (): Promise<NodeLoad[]> {
@@ -424,7 +424,7 @@ export class RedisStore implements EventStore {
     for (const [node, json] of Object.entries(all)) {
       try {
         const entry = JSON.parse(json) as NodeLoad & { until: number }
-        if (entry.until > now) live.push({ node, running: entry.running, max: entry.max, at: entry.at, ...(entry.tenants === undefined ? {} : { tenants: entry.tenants }) })
+        if (entry.until > now) live.push({ node, running: entry.running, max: entry.max, at: entry.at, until: entry.until, ...(entry.tenants === undefined ? {} : { tenants: entry.tenants }), ...(entry.mac === undefined ? {} : { mac: entry.mac }) })
         else gone.push(node)
       } catch {
         gone.push(node)

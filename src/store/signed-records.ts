@@ -11,7 +11,9 @@
  * Its node bus signs and checks every message too (src/store/signed-bus.ts),
  * each stored conversation copy carries a seal checked before a CLI
  * reads it (src/store/conversation-seal.ts), and each webhook outbox entry
- * one checked before another node sends it (src/store/signed-outbox.ts).
+ * one checked before another node sends it (src/store/signed-outbox.ts),
+ * and each node's load report a MAC checked before placement, tenant
+ * limits or the webhook sweep believe it (src/store/signed-nodes.ts).
  * Event streams are not signed: they are only relayed, never acted on.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto'
@@ -19,6 +21,8 @@ import type { Logger } from 'pino'
 import { sessionRecordSchema } from './record-schema.js'
 import type { EventFeed, EventStore, NodeBus, NodeLoad, Lease, ListOptions, RawEvent, SessionLeases, SessionPage, SessionRecord, StoredEvent, WebhookOutbox } from './store.js'
 import { firstIssue } from '../protocol/first-issue.js'
+import { canonicalJson } from './canonical-json.js'
+import { SignedNodeReports } from './signed-nodes.js'
 import { FirstSight } from '../util/first-sight.js'
 import { type BusRefusal, SignedBus } from './signed-bus.js'
 import { ConversationSeals, SEAL_BYTES } from './conversation-seal.js'
@@ -27,14 +31,15 @@ import { SignedOutbox } from './signed-outbox.js'
 /**
  * What the store held that was refused (the labels of
  * `cgw_store_refused_total`): a session record, a conversation copy, a
- * webhook outbox entry; and why, in short: no MAC or seal (`unsigned`), one
+ * webhook outbox entry, a node's load report; and why, in short: no MAC or seal (`unsigned`), one
  * that does not match (`mac`), a record stored under another id (`id`), not
  * a valid record (`schema`), or options today's policy forbids (`policy`).
  */
 export const STORE_REFUSALS = {
   record: ['unsigned', 'mac', 'id', 'schema', 'policy'],
   conversation: ['unsigned', 'mac'],
-  webhook: ['unsigned', 'mac']
+  webhook: ['unsigned', 'mac'],
+  node: ['unsigned', 'mac']
 } as const
 export type StoreRefusalKind = keyof typeof STORE_REFUSALS
 export type StoreRefusal = (typeof STORE_REFUSALS)[StoreRefusalKind][number]
@@ -68,11 +73,13 @@ export class SignedStore implements EventStore {
   #bus: SignedBus | null = null
   #outbox: SignedOutbox | null = null
   readonly #seals: ConversationSeals
+  readonly #nodes: SignedNodeReports
 
   constructor (inner: EventStore, options: SignedStoreOptions) {
     this.#inner = inner
     this.#o = options
     this.#seals = new ConversationSeals(options.secret)
+    this.#nodes = new SignedNodeReports(options.secret)
   }
 
   get kind (): string { return this.#inner.kind }
@@ -101,8 +108,27 @@ export class SignedStore implements EventStore {
     return this.#outbox
   }
   claimOnce (key: string, ttlMs: number): Promise<boolean> { return this.#inner.claimOnce(key, ttlMs) }
-  reportNode (load: NodeLoad, ttlMs: number): Promise<void> { return this.#inner.reportNode(load, ttlMs) }
-  listNodes (): Promise<NodeLoad[]> { return this.#inner.listNodes() }
+  reportNode (load: NodeLoad, ttlMs: number): Promise<void> { return this.#inner.reportNode(this.#nodes.seal(load, ttlMs), ttlMs) }
+
+  /** The reports whose MAC holds and whose time has not run out; the others are logged and left out. */
+  async listNodes (): Promise<NodeLoad[]> {
+    const now = Date.now()
+    const believed: NodeLoad[] = []
+    for (const report of await this.#inner.listNodes()) {
+      const checked = this.#nodes.check(report, now)
+      if (checked === 'stale') continue // its node stopped reporting: gone, as the store would have it a moment later
+      if (typeof checked !== 'string') { believed.push(checked); continue }
+      if (checked === 'unsigned' && this.#o.acceptUnsigned === true) {
+        if (this.#reported.first(`node\0${report.node}\0accepted`)) this.#o.logger.warn({ node: report.node }, 'node load report without a MAC believed (STORE_ACCEPT_UNSIGNED): a node of an older version')
+        const { mac: _mac, ...plain } = report
+        believed.push(plain)
+        continue
+      }
+      this.#o.onRefused?.('node', checked)
+      this.#o.logger[this.#reported.first(`node\0${report.node}\0${checked}`) ? 'error' : 'debug']({ node: report.node, reason: checked }, 'node load report refused: written outside the gateway or with another STORE_SECRET; that node is taken as not reporting')
+    }
+    return believed
+  }
   forgetNode (node: string): Promise<void> { return this.#inner.forgetNode(node) }
 
   append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> { return this.#inner.append(sessionId, events, lease) }
@@ -214,20 +240,4 @@ export class SignedStore implements EventStore {
 /** HMAC-SHA256 (base64url) of a record's canonical JSON, the `mac` field left out. */
 export function recordMac (secret: string, record: Omit<SessionRecord, 'mac'>): string {
   return createHmac('sha256', secret).update(DOMAIN).update(canonicalJson(record)).digest('base64url')
-}
-
-/**
- * JSON with object keys sorted at every level and undefined members left
- * out, so a record signs the same before and after a JSON round trip (Redis)
- * or a structured clone (memory). Built as text, never as objects, so a key
- * such as `__proto__` is just a key.
- */
-export function canonicalJson (value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null'
-  if (Array.isArray(value)) return `[${value.map((v) => v === undefined ? 'null' : canonicalJson(v)).join(',')}]`
-  const entries = Object.keys(value)
-    .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
-    .sort()
-    .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
-  return `{${entries.join(',')}}`
 }

@@ -125,6 +125,9 @@ export interface NodeLoad {
   at: number
   /** CLIs running (and creates reserved) per tenant on that node: MAX_SESSIONS_PER_TENANT counts every node's. */
   tenants?: Record<string, number>
+  /** Until when it holds, ms since the epoch, and the MAC over it all: set and checked by SignedStore, kept as given by the store. */
+  until?: number
+  mac?: string
 }
 
 /** Session leases with fencing epochs, kept in the store every node shares. */
