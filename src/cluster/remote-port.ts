@@ -10,14 +10,15 @@ import type { ClientPort } from '../session/audience.js'
 export class RemotePort implements ClientPort {
   readonly id: string
   readonly remote = true
-  readonly #post: (frame: string) => void
+  readonly #post: (frame: string, seq?: number) => void
 
-  constructor (id: string, post: (frame: string) => void) {
+  /** `post` gets a frame's seq when it is recorded (a redelivered prompt): its node orders it after a replay. */
+  constructor (id: string, post: (frame: string, seq?: number) => void) {
     this.id = id
     this.#post = post
   }
 
-  send (data: string | Buffer): void {
-    this.#post(typeof data === 'string' ? data : data.toString('utf8'))
+  send (data: string | Buffer, seq?: number): void {
+    this.#post(typeof data === 'string' ? data : data.toString('utf8'), seq)
   }
 }

@@ -45,6 +45,8 @@ export interface RoutedSession {
   ownerMoved: (port: ClientPort, frames: ClientFrame[]) => void
   /** On the owner: an HTTP call made on another node (answer a prompt, stop, list pending prompts). */
   call: (op: SessionCallOp, args: unknown[]) => Promise<unknown>
+  /** On a client's node: a frame the owner sent the client alone; `seq` when it is recorded (a redelivered prompt). */
+  fromOwner?: (port: ClientPort, frame: string, seq?: number) => void
   /** The session's log: on the owner, what it has committed (sent with a holder change). */
   readonly events?: { readonly committedSeq: number }
 }
@@ -91,7 +93,7 @@ type Message =
   | { k: 'detach', s: string, c: string }
   | { k: 'frame', s: string, c: string, n: string, r: Role, f: ClientFrame, i: number }
   | { k: 'ack', c: string, i: number }
-  | { k: 'send', s: string, c: string, f: string, q?: number }
+  | { k: 'send', s: string, c: string, f: string, q?: number, sq?: number }
   | { k: 'moved', s: string, c: string, i?: number, n?: string }
   | { k: 'call', s: string, id: string, n: string, op: CallOp, a: unknown[] }
   | { k: 'reply', id: string, ok: boolean, v?: unknown, moved?: boolean, e?: string, c?: ErrorCode }
@@ -266,9 +268,12 @@ export class ClusterRouter {
         const local = this.#local.get(m.c)
         if (local === undefined) return
         const holder = holderChange(m.f)
-        local.port.send(m.f)
+        const session = this.#o.find(m.s)
+        // Through the session: a recorded frame waits for the client's replay to end.
+        if (session?.fromOwner === undefined) local.port.send(m.f)
+        else session.fromOwner(local.port, m.f, m.sq)
         // After the holder frame: what this node then resends the client follows it.
-        if (holder !== null) this.#o.find(m.s)?.remoteHolder(local.port, holder, m.q)
+        if (holder !== null) session?.remoteHolder(local.port, holder, m.q)
         return
       }
       case 'moved': {
@@ -341,12 +346,12 @@ export class ClusterRouter {
       known.seen = Date.now()
       return known.port
     }
-    const port = new RemotePort(client, (frame) => {
+    const port = new RemotePort(client, (frame, seq) => {
       // A holder change carries the seq committed now: the owner redelivers the prompts pending up
       // to it (ControlPlane.holderChanged, in the same turn); the client's node those after it.
       const upTo = holderChange(frame) === true ? session.events?.committedSeq : undefined
       const q = upTo === undefined ? {} : { q: upTo }
-      this.#post(node, { k: 'send', s: sessionId, c: client, f: frame, ...q })
+      this.#post(node, { k: 'send', s: sessionId, c: client, f: frame, ...q, ...(seq === undefined ? {} : { sq: seq }) })
     })
     this.#remote.set(client, { port, sessionId, seen: Date.now() })
     session.attachRemote(port, role)

@@ -91,6 +91,13 @@ export interface Attachment {
   ended: boolean
   /** Set once its hello is sent: notices for every client skip it before (hello states the same). */
   greeted: boolean
+  /**
+   * Recorded frames sent to this client alone while it is replayed to (prompts
+   * the node running the CLI redelivers): sent once its replay and backlog are,
+   * since one at a seq the replay has not reached would make the client skip
+   * the frames before it as seen.
+   */
+  owed: Array<{ frame: string, seq: number }> | null
 }
 
 export class Audience {
@@ -121,7 +128,7 @@ export class Audience {
 
   /** Registers a client; it collects live frames in its backlog until its attach ends. */
   add (port: ClientPort, requested: Role): Attachment {
-    const att: Attachment = { port, requested, order: ++this.#attachCount, backlog: [], backlogBytes: 0, ended: false, greeted: false }
+    const att: Attachment = { port, requested, order: ++this.#attachCount, backlog: [], backlogBytes: 0, ended: false, greeted: false, owed: null }
     this.#clients.set(port, att)
     return att
   }

@@ -2,8 +2,9 @@
  * Bringing a client that attaches with `after` up to date: where its replay
  * starts and what its hello may truthfully say about it (the verdict), then
  * history up to the seq committed when it attached, then the live frames it
- * collected meanwhile. Each seq is sent once: by the replay (≤ upTo) or from
- * the backlog (> upTo).
+ * collected meanwhile, then the prompts another node redelivered to it
+ * meanwhile (Attachment.owed). Each seq is sent once: by the replay (≤ upTo) or from
+ * the backlog (> upTo); a redelivered prompt again, as one.
  *
  * The verdict never guesses. `gap` names exactly the seqs history no longer
  * has; `unavailable` says the store could not answer for the range asked
@@ -147,6 +148,12 @@ export async function replay (att: Attachment, from: number, upTo: number, parts
     if (event.seq > upTo) audience.send(port, audience.render(event, att), event.seq)
   }
   att.backlog = null
+  const owed = att.owed ?? []
+  att.owed = null
+  for (let i = 0; i < owed.length && audience.has(port); i++) {
+    const { frame, seq } = owed[i] as { frame: string, seq: number }
+    audience.send(port, frame, seq)
+  }
   return noticedUpTo
 }
 

@@ -14,6 +14,8 @@ import { type EventStore, type SessionRecord, type SessionStatus, type StoredEve
 import type { Audience, ClientPort, Role } from './audience.js'
 import type { EventLog } from './event-log.js'
 import { askedUuid, isInit, observerFrameOf, statusOf } from './followed-frames.js'
+import { gatewayFrame } from './frames.js'
+import { OpenRequests } from './open-requests.js'
 import type { SessionRoute } from './session-deps.js'
 
 /** What a client here had sent to the owner that the owner did not confirm. */
@@ -47,10 +49,10 @@ export class SessionFollower {
   #unfollow: (() => void) | null = null
   /**
    * The CLI's control requests the log followed here shows asked and not yet
-   * ended, by request id: what a client here that the owner makes holder may
-   * have been relayed as notices only.
+   * ended, by request id: what a hello here lists as pending, and what a
+   * client here that the owner makes holder may have been relayed as notices only.
    */
-  readonly #open = new Map<string, { seq: number, frame: string }>()
+  readonly #open = new OpenRequests()
 
   constructor (host: FollowerHost) {
     this.#h = host
@@ -98,9 +100,29 @@ export class SessionFollower {
   stop (): void {
     this.#unfollow?.()
     this.#unfollow = null
-    // Not followed, the ends of these requests would go unseen.
-    this.#open.clear()
+    // Not followed, the ends of these requests may go unseen: read again when needed.
+    this.#open.forget()
   }
+
+  /**
+   * Makes `openIds` the CLI control requests pending as of what this node has
+   * committed, for a hello here while another node runs the CLI (its own
+   * control plane knows none): read from the stored log once per time this
+   * node follows it, then kept from what it follows. Resolves once they are
+   * known, or the store did not answer (then `openIds` holds those followed).
+   */
+  async knowOpen (): Promise<void> {
+    const h = this.#h
+    if (isFinal(h.record.status)) this.#open.settled()
+    try {
+      await this.#open.ensure(h.store, h.id, h.events.committedSeq)
+    } catch (err) {
+      h.log.warn({ err: (err as Error).message }, 'could not read which requests the session has open; a hello lists those followed here')
+    }
+  }
+
+  /** The request ids of the CLI control requests the log leaves open, as far as this node has committed it (see knowOpen). */
+  get openIds (): string[] { return [...this.#open.open.keys()] }
 
   /** Takes what another owner saved since this object was loaded. */
   adopt (fresh: SessionRecord): void {
@@ -130,7 +152,7 @@ export class SessionFollower {
       if (isRecord(status.exit)) record.exit = status.exit as unknown as SessionRecord['exit']
     }
     if (isInit(e)) record.resumable = true
-    this.#track(e, status)
+    this.#open.learn(e.seq, e.frame, status !== null && typeof status.status === 'string' && isFinal(status.status as SessionStatus))
     // A message the last owner wrote to the CLI: its copy a client resends (or that the owner
     // never confirmed before it died) reaches the CLI no second time when handled here.
     const uuid = askedUuid(e)
@@ -171,9 +193,23 @@ export class SessionFollower {
     else audience.unhold(att)
     // Still being replayed to, it gets what arrived meanwhile from its backlog, rendered as holder.
     if (!holds || was || upTo === undefined || att.backlog !== null) return
-    for (const { seq, frame } of this.#open.values()) {
+    for (const { seq, frame } of this.#open.open.values()) {
       if (seq > upTo && seq <= events.committedSeq) audience.send(port, frame, seq)
     }
+  }
+
+  /**
+   * On a client's node: a frame its owner sent it alone. A recorded one (a
+   * prompt redelivered to a new holder, at its own seq) waits while the
+   * client is still replayed to: out now, it could come before replay frames
+   * of lower seqs, which the client would then skip as seen.
+   */
+  fromOwner (port: ClientPort, frame: string, seq?: number): void {
+    const { audience } = this.#h
+    const att = audience.attachment(port)
+    if (att === undefined) return
+    if (seq !== undefined && att.backlog !== null) (att.owed ??= []).push({ frame, seq })
+    else audience.send(port, frame, seq)
   }
 
   /**
@@ -195,7 +231,11 @@ export class SessionFollower {
    */
   ownerMoved (port: ClientPort, frames: ClientFrame[]): void {
     const h = this.#h
-    void this.refresh().catch(() => {}).then(() => {
+    void this.refresh().catch(() => {}).then(async () => {
+      // Running on another node now: the client becomes its client (else its answers, handled
+      // here, are refused), and its frames go there.
+      const att = h.audience.attachment(port)
+      if (att !== undefined && h.audience.has(port) && !h.owned() && !isFinal(h.record.status)) await this.routeClient(port, att.requested)
       for (const frame of frames) if (h.audience.has(port)) h.handleFrame(port, frame)
     })
   }
@@ -214,23 +254,11 @@ export class SessionFollower {
     h.route?.dropRemote(h.id)
   }
 
-  /** Keeps #open: a CLI control request opens, its `permission_resolved` / `request_resolved` (or the CLI's end) closes it. */
-  #track (e: StoredEvent, status: Record<string, unknown> | null): void {
-    if (status !== null && typeof status.status === 'string' && isFinal(status.status as SessionStatus)) { this.#open.clear(); return }
-    const { frame } = e
-    const opens = frame.includes('"control_request"')
-    if (!opens && !frame.includes('_resolved"')) return
-    let parsed: unknown
-    try { parsed = JSON.parse(frame) } catch { return }
-    if (!isRecord(parsed) || typeof parsed.request_id !== 'string') return
-    if (opens && parsed.type === 'control_request') this.#open.set(parsed.request_id, { seq: e.seq, frame })
-    else if (parsed.type === 'gateway' && (parsed.subtype === 'permission_resolved' || parsed.subtype === 'request_resolved')) this.#open.delete(parsed.request_id)
-  }
-
   /** Events another node appended: relayed to clients here as if appended here (status frames update the record as seen here). */
   #ingest (events: StoredEvent[]): void {
     const h = this.#h
     if (h.owned()) return // owned here since: the log is written here
+    const wasFinal = isFinal(h.record.status)
     h.events.ingest(events.map((e) => ({ ...e, observerFrame: this.learn(e) })))
     // The CLI stopped on its node: clients here are nobody's remote clients any more, and
     // one that asked for control may start it here next.
@@ -238,6 +266,28 @@ export class SessionFollower {
       const unconfirmed = this.unroute()
       h.promoteHolder()
       this.#handleAgain(unconfirmed)
+    } else if (wasFinal) {
+      this.#rejoin()
+    }
+  }
+
+  /**
+   * Another node started the CLI again: clients here become its clients, as
+   * on attach, so its holder rules are theirs again. The one holding the
+   * session here since the CLI stopped holds it no more until that node
+   * says so: left holding, it was shown that CLI's prompts in full and its
+   * answers, handled here, were refused (`unknown_request`).
+   */
+  #rejoin (): void {
+    const { audience } = this.#h
+    for (const port of audience.ports) {
+      const att = audience.attachment(port)
+      if (att === undefined || !att.greeted || port.remote === true) continue
+      if (audience.isHolder(port)) {
+        audience.unhold(att)
+        audience.send(port, gatewayFrame('holder', { holder: null, role: 'observer' }))
+      }
+      void this.routeClient(port, att.requested)
     }
   }
 

@@ -278,6 +278,8 @@ export class Session {
 
   /** On a client's node: its owner says whether it holds the session now (what recorded control requests it is shown in full). */
   remoteHolder (port: ClientPort, holds: boolean, upTo?: number): void { this.#follower.remoteHolder(port, holds, upTo) }
+  /** On a client's node: a frame its owner sent it alone (`seq` when recorded; see SessionFollower.fromOwner). */
+  fromOwner (port: ClientPort, frame: string, seq?: number): void { this.#follower.fromOwner(port, frame, seq) }
   /** On a client's node: the node its frames went to does not own the session (any more) or did not confirm `frames` (see SessionFollower.ownerMoved). */
   ownerMoved (port: ClientPort, frames: ClientFrame[]): void { this.#follower.ownerMoved(port, frames) }
 
@@ -440,7 +442,15 @@ export class Session {
     const att = this.#audience.add(port, options.role)
     this.#idle.disarm()
     this.#follower.follow()
+    // Where another node runs the CLI, the prompts pending are those the followed log leaves open
+    // (this node's control plane has none): known before upTo is taken, and read with it.
+    const followed = !this.#lease.owned && this.#deps.route !== undefined
+    if (followed) {
+      await this.#follower.knowOpen()
+      if (!this.#audience.has(port)) return
+    }
     const upTo = this.#events.committedSeq
+    const openThere = followed && !this.#lease.owned ? this.#follower.openIds : null
     const wait = { waitMs: this.#deps.limits.resumeWaitMs, gone: () => !this.#audience.has(port) }
     const { from, resume, oldest, missing } = await resumePoint(this.#events, options.after, upTo, wait)
     if (!this.#audience.has(port)) return
@@ -458,7 +468,7 @@ export class Session {
       lastSeq: upTo,
       point: { resume, oldest, missing },
       degraded: this.#events.degraded,
-      pending: this.#control.list().map((p) => p.requestId)
+      pending: openThere ?? this.#control.list().map((p) => p.requestId)
     }))
     if (resume === 'unavailable') {
       att.backlog = null
