@@ -11,7 +11,6 @@ import { describe, it } from 'node:test'
 import { loadConfig } from '../../src/config.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { EventStore } from '../../src/store/store.js'
-import { isHello } from '../support/frames.js'
 import { FAKE_CLI, TestClient, gateway } from '../support/gateway.js'
 import { SseReader } from '../support/sse-reader.js'
 
@@ -84,8 +83,8 @@ describe('a credential reload during an upgrade', { timeout: 60_000 }, () => {
 
     // The old token is refused for everything from now on ...
     assert.equal((await gw.request('GET', '/v1/sessions', undefined, OLD)).status, 401)
-    // ... so the socket it opened does not live on.
-    await client.waitFor(isHello)
+    // ... so the socket it opened does not live on (ended before or after its hello: on a node that does not
+    // run the session, the hello waits for a read of which prompts are open, and the check may come first).
     assert.equal(await client.waitClose(10_000), 4401, 'the WebSocket opened with the revoked token is closed though listed after the reload\'s pass')
   })
 
