@@ -97,11 +97,16 @@ export async function wsRoutes (fastify: FastifyInstance, options: WsRoutesOptio
     },
     // After the schema's check of the query, so a bad query is answered 400 before the store is read.
     preHandler: async (request) => {
+      // A plain GET (or HEAD) would take a connection slot that only its TCP connection's close
+      // gives back: a keep-alive client would hold one per request and lock its tenant out.
+      if (!request.ws) throw new GatewayError('bad_request', 'This route is a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)')
       const session = await findSession(manager, request)
       if (session.clientCount >= options.maxClientsPerSession) throw new GatewayError('too_many_clients')
       // Last, so nothing after it can refuse; the socket's close gives it back even if the handshake fails.
       const release = options.tenantConnections.acquire(request.tenant)
       request.raw.socket.once('close', release)
+      // Gone during the lookup: its 'close' may have come before the listener above.
+      if (request.raw.socket.destroyed) release()
       request.releaseConnection = release
       request.gatewaySession = session
     },
