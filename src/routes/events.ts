@@ -142,6 +142,11 @@ export async function eventRoutes (fastify: FastifyInstance, options: EventRoute
     const heartbeat = setInterval(() => client.tick(options.keepaliveIntervalMs), options.keepaliveIntervalMs)
     heartbeat.unref()
     res.once('close', () => client.close())
+    // Gone while its session was looked up: that 'close' came before the listener above.
+    if (res.destroyed) {
+      client.close()
+      return
+    }
 
     session.attach(client, { role: 'observer', after }).catch((err: unknown) => {
       request.log.error({ err }, 'event stream attach failed')
