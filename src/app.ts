@@ -263,7 +263,12 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     keepAliveTimeout: config.keepAliveTimeoutMs,
     http: { connectionsCheckingInterval: connectionsCheckingInterval(config) },
     // The router's own errors (a malformed %-escape in the URL) get the same body as every other error.
-    frameworkErrors: (_err, _request, reply) => { void (reply as FastifyReply).code(400).send(new GatewayError('bad_request', 'The URL is not valid').toJSON()) }
+    frameworkErrors: (_err, request, reply) => {
+      // An upgrade's socket belongs to no HTTP connection, and no hook runs here to end it (as
+      // @fastify/websocket's onResponse does): it would stay open, holding a MAX_CONNECTIONS place.
+      if ((request.raw as { upgrade?: boolean }).upgrade === true) reply.raw.once('finish', () => request.raw.socket.destroy())
+      void (reply as FastifyReply).code(400).send(new GatewayError('bad_request', 'The URL is not valid').toJSON())
+    }
   })
   app.server.headersTimeout = config.headersTimeoutMs
   // Past this, Node drops new TCP connections at once; established ones are not touched.
