@@ -97,8 +97,17 @@ export class TicketBook {
     const credential = sealed === undefined ? null : this.#unseal(sealed)
     if (credential === undefined) return null
     // Spent by any genuine attempt, one for another session included: a leaked ticket tried elsewhere is burnt.
-    if (!await this.#o.claimOnce(`ticket:${grant.n}`, left)) return null
+    if (!await this.#claim(`ticket:${grant.n}`, left)) return null
     return grant.s === sessionId ? { tenant: grant.t, credential } : null
+  }
+
+  /** claimOnce, or 503 `store_unavailable` when the store does not answer (whether it was spent is not known: a new ticket then). */
+  async #claim (key: string, ttlMs: number): Promise<boolean> {
+    try {
+      return await this.#o.claimOnce(key, ttlMs)
+    } catch {
+      throw new GatewayError('store_unavailable')
+    }
   }
 
   #seal (credential: string): string {
