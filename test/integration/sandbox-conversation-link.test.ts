@@ -32,7 +32,7 @@ function cluster (t: TestContext): () => Promise<TestGateway> {
     for (const dir of dirs) await rm(dir, { recursive: true, force: true })
   })
   return async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'cgw-review-'))
+    const dataDir = mkdtempSync(join(tmpdir(), 'cgw-conversation-link-'))
     dirs.push(dataDir)
     return await gateway(t, { env, dataDir })
   }

@@ -24,7 +24,7 @@ const auth = { authorization: `Bearer ${TOKEN_A}` }
 
 describe('conversation carry in the sandbox: a FIFO for a conversation file', { skip: unavailable ?? false }, () => {
   it('keeps the gateway answering when a tool makes its conversation file a FIFO', async (t) => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'cgw-review-fifo-'))
+    const dataDir = mkdtempSync(join(tmpdir(), 'cgw-conversation-fifo-'))
     const prefix = `cgw-test:${randomUUID()}:`
     const gateway = await startGatewayProcess({ ...fakeCliEnv(dataDir), SANDBOX: 'bwrap', REDIS_URL, REDIS_PREFIX: prefix })
     t.after(async () => {
