@@ -11,10 +11,15 @@ const isRecord = (v: unknown): v is Json => typeof v === 'object' && v !== null 
 
 /** The one line that identifies a tool call: a command, a path, a pattern, a URL. */
 export function toolSummary (name: string, input: unknown): string {
+  return oneLine(toolSubject(name, input))
+}
+
+/** What a tool call acts on, whole (every line of a command): what a permission prompt shows. */
+export function toolSubject (name: string, input: unknown): string {
   if (!isRecord(input)) return ''
   for (const key of ['command', 'file_path', 'notebook_path', 'path', 'pattern', 'url', 'query', 'description', 'prompt']) {
     const value = input[key]
-    if (typeof value === 'string' && value !== '') return oneLine(value)
+    if (typeof value === 'string' && value !== '') return value
   }
   return name === 'TodoWrite' && Array.isArray(input.todos) ? `${input.todos.length} items` : ''
 }

@@ -1,6 +1,7 @@
 /**
  * The console's only way to build DOM: elements from a tag, properties and
- * children, where every string becomes a text node. Nothing a session prints
+ * children, where every string becomes a text node (`revealed` names the
+ * characters that would not be drawn, for what a person approves). Nothing a session prints
  * is ever parsed as HTML (no innerHTML anywhere in src/console), and the page's
  * Content-Security-Policy forbids inline script besides.
  */
@@ -60,6 +61,27 @@ export function duration (ms: number): string {
 /** The first 8 characters of an id: enough to tell sessions apart on screen. */
 export function shortId (id: string): string {
   return id.slice(0, 8)
+}
+
+/**
+ * Characters that draw nothing or move the text around them: controls (but tab and newline), bidi
+ * embeddings, overrides and isolates, zero-width and tag characters, separators other than a newline,
+ * variation selectors and blank fillers. Drawn raw, a command holding them reads as something other than
+ * what runs (Trojan Source: a command drawn as if commented out).
+ */
+const HIDDEN = /(?![\t\n])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\uFE00-\uFE0F\u{E0100}-\u{E01EF}\u115F\u1160\u3164\uFFA0]/gu
+
+/** `text` as children where each such character is named (`U+202E`, marked) instead of drawn. */
+export function revealed (text: string): Child[] {
+  const out: Child[] = []
+  let from = 0
+  for (const match of text.matchAll(HIDDEN)) {
+    const code = (match[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')
+    out.push(text.slice(from, match.index), h('span', { class: 'hidden-char', attrs: { title: 'A character that is not drawn' } }, `U+${code}`))
+    from = match.index + match[0].length
+  }
+  out.push(text.slice(from))
+  return out.filter((child) => child !== '')
 }
 
 /** `text` cut to `max` characters, saying how much was left out. */

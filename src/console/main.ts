@@ -81,4 +81,17 @@ async function start (): Promise<void> {
   signIn(null)
 }
 
+// A `#token=` link opened in this tab while it runs (pasted in its address bar: no reload) is handed over as at
+// start, so the token does not stay in the address, the history or a bookmark. A refused one leaves the tab as it was.
+window.addEventListener('hashchange', () => {
+  const handedOver = takeTokenFromAddress()
+  if (handedOver === null) return
+  signInWith(handedOver, refreshToken).then((client) => {
+    app?.close()
+    signedIn(client)
+  }, (err: unknown) => {
+    if (app === null) signIn(signInError(err))
+  })
+})
+
 start().catch((err: unknown) => { signIn(signInError(err)) })

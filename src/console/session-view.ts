@@ -12,13 +12,17 @@
 import type { GatewayClient, PermissionDecision, PermissionRequest, RecordedFrame, Role, SessionConnection, SessionInfo } from '../client/index.js'
 import { h, shortId } from './dom.js'
 import { Banners } from './banners.js'
-import { PermissionDialog } from './permission-dialog.js'
+import { permissionFromControlRequest } from '../client/permissions.js'
+import { PermissionDialog, type ShownRequest } from './permission-dialog.js'
 import { Transcript } from './transcript.js'
 
 type Json = Record<string, unknown>
 
 /** Aliases the CLI resolves to its current models (`--model`, `set_model`). */
 const MODEL_ALIASES = ['sonnet', 'opus', 'haiku']
+
+/** How long an observed prompt's input waits to be fetched, so prompts opened together are fetched at once. */
+const OBSERVE_AFTER_MS = 100
 
 const CONNECTION_LABELS: Record<string, string> = { connecting: 'Connecting…', open: 'Connected', reconnecting: 'Reconnecting…', closed: 'Disconnected' }
 
@@ -55,6 +59,9 @@ export class SessionView {
   #currentModel: string | null
   readonly #onState: ((state: string) => void) | undefined
   #unsubscribe: Array<() => void> = []
+  /** Prompts this tab observes, in full from the HTTP API (their request_pending has no input); a string: why not (yet). */
+  readonly #observed = new Map<string, PermissionRequest | string>()
+  #observeTimer: ReturnType<typeof setTimeout> | null = null
 
   constructor (options: SessionViewOptions) {
     this.#client = options.client
@@ -128,6 +135,7 @@ export class SessionView {
   }
 
   close (): void {
+    if (this.#observeTimer !== null) clearTimeout(this.#observeTimer)
     for (const off of this.#unsubscribe) off()
     this.#conn.close()
   }
@@ -180,7 +188,35 @@ export class SessionView {
   }
 
   #renderPermissions (): void {
-    this.#dialog.show([...this.#conn.pending.values()])
+    const pending = [...this.#conn.pending.values()]
+    // One fetch for a burst: a replay opens and resolves its old prompts within moments.
+    if (this.#observeTimer === null && pending.some((r) => !r.canAnswer && !this.#observed.has(r.requestId))) {
+      this.#observeTimer = setTimeout(() => { this.#observeTimer = null; this.#fetchObserved() }, OBSERVE_AFTER_MS)
+    }
+    this.#dialog.show(pending.map((r): ShownRequest => {
+      if (r.canAnswer) return r
+      const full = this.#observed.get(r.requestId)
+      if (full === undefined || typeof full === 'string') return { ...r, unknownInput: full ?? 'Loading what it asks…' }
+      return { ...r, input: full.input, ...(full.blockedPath === undefined ? {} : { blockedPath: full.blockedPath }) }
+    }))
+  }
+
+  /** An observer allows only what it was shown: the prompts' input, which the holder alone gets on its WebSocket. */
+  #fetchObserved (): void {
+    const ids = [...this.#conn.pending.values()].filter((r) => !r.canAnswer && !this.#observed.has(r.requestId)).map((r) => r.requestId)
+    if (ids.length === 0) return
+    for (const id of ids) this.#observed.set(id, 'Loading what it asks…')
+    this.#client.pendingRequests(this.#info.id).then((requests) => {
+      for (const p of requests) {
+        const full = permissionFromControlRequest({ seq: p.seq, request_id: p.request_id, request: p.request }, false)
+        if (full !== null && ids.includes(full.requestId)) this.#observed.set(full.requestId, full)
+      }
+      // Not listed: answered meanwhile (its permission_resolved is on the way), or the gateway lost it.
+      for (const id of ids) if (typeof this.#observed.get(id) === 'string') this.#observed.set(id, 'The gateway no longer lists this prompt.')
+    }, (err: unknown) => {
+      const why = `Could not load what it asks (${err instanceof Error ? err.message : String(err)}): take over to see it.`
+      for (const id of ids) this.#observed.set(id, why)
+    }).finally(() => { this.#renderPermissions() })
   }
 
   #render (): void {

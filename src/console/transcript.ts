@@ -9,7 +9,7 @@
  * is collapsed. Everything is text nodes (dom.ts).
  */
 import type { RecordedFrame } from '../client/index.js'
-import { clip, h, replaceChildren } from './dom.js'
+import { clip, h, replaceChildren, revealed } from './dom.js'
 import { messageText, resultText, toolSummary } from './describe.js'
 
 type Json = Record<string, unknown>
@@ -178,7 +178,7 @@ export class Transcript {
         const el = this.#tools.get(id) ?? h('div', { class: 'tool', testid: 'msg-tool', attrs: { 'data-tool-use-id': id } })
         const results = el.querySelector('.tool-results') ?? h('div', { class: 'tool-results' })
         replaceChildren(el, toolHead(name, toolSummary(name, block.input)),
-          h('details', { class: 'tool-input' }, h('summary', {}, 'Input'), h('pre', {}, clip(JSON.stringify(block.input ?? {}, null, 2), MAX_SHOWN))),
+          h('details', { class: 'tool-input' }, h('summary', {}, 'Input'), h('pre', {}, ...revealed(clip(JSON.stringify(block.input ?? {}, null, 2), MAX_SHOWN)))),
           results)
         if (id !== '') this.#tools.set(id, el)
         return el
@@ -333,7 +333,7 @@ export class Transcript {
 }
 
 function toolHead (name: string, summary: string): HTMLElement {
-  return h('div', { class: 'tool-head' }, h('span', { class: 'tool-name' }, name), summary === '' ? null : h('code', { class: 'tool-summary' }, summary))
+  return h('div', { class: 'tool-head' }, h('span', { class: 'tool-name' }, name), summary === '' ? null : h('code', { class: 'tool-summary' }, ...revealed(summary)))
 }
 
 function detail (text: string | undefined): HTMLElement | null {
