@@ -5,7 +5,7 @@
  * its session, where the prompt can be answered.
  */
 import type { GatewayClient, PendingPermission } from '../client/index.js'
-import { duration, h, replaceChildren, shortId } from './dom.js'
+import { duration, h, replaceChildren, revealed, shortId } from './dom.js'
 
 export class AttentionList {
   readonly element: HTMLElement
@@ -38,6 +38,6 @@ export class AttentionList {
         on: { click: () => { this.onOpen(p.session_id) } }
       },
       h('span', { class: 'item-top' }, h('strong', {}, p.display_name ?? p.tool_name), h('span', { class: 'muted' }, `${duration(p.age_ms)} · ${shortId(p.session_id)}`)),
-      h('span', { class: 'item-sub mono' }, p.summary)))))
+      h('span', { class: 'item-sub mono' }, ...revealed(p.summary))))))
   }
 }

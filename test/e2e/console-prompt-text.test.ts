@@ -4,7 +4,8 @@
  * than a summary, or bidi controls that reorder what is drawn (Trojan Source:
  * a command drawn as if commented out). The fake CLI's `ask-described` gives
  * the Bash call a description of the model's own, so only the command itself
- * tells what runs.
+ * tells what runs. The "Needs attention" list's summary of it names such
+ * characters too.
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -105,6 +106,12 @@ test('bidi controls in a command cannot reorder what the prompt draws', { timeou
     const text = await summary.innerText()
     assert.doesNotMatch(text, /[\u2066-\u2069]/, 'no bidi control reaches the page raw')
     assert.match(text, /U\+2067/, 'each is named where it is')
+    // The "Needs attention" list names the prompt by the gateway's summary of its command: named there too.
+    const item = page.getByTestId('attention-item').first()
+    await item.waitFor({ state: 'attached', timeout: STEP_MS })
+    const listed = await item.evaluate((el) => el.textContent ?? '')
+    assert.doesNotMatch(listed, /[\u2066-\u2069]/, `no bidi control reaches the attention list raw: ${JSON.stringify(listed)}`)
+    assert.match(listed, /U\+2067/)
   })
   assert.deepEqual(pageErrors, [])
 })
