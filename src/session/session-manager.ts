@@ -424,8 +424,8 @@ export class SessionManager {
       admit: () => this.#closing ? new GatewayError('shutting_down') : this.#admit(record.tenant, record.id),
       onStatus: (s) => {
         const had = this.#running.has(s)
-        if (s.running) this.#running.add(s)
-        else this.#running.delete(s)
+        // Counted as running now (from the start, also while the spawn helper starts it): a create's reservation is done.
+        if (s.running) { this.#running.add(s); this.#reserved.delete(s.id) } else this.#running.delete(s)
         if (had !== s.running) void this.#o.tenants?.changed()
       },
       spawnSpec: (resume) => this.#plan.spawnSpec(record, options, resume),

@@ -323,9 +323,12 @@ export class Session {
     // the pause asked of that one holds for this one, until onBacklog(false).
     if (this.#events.backlogged) cli.pauseOutput?.()
     this.#exitPending = true
-    // Started by the spawn helper: `starting` (with the pid) once it says the CLI runs.
-    if (cli.pending === true) this.#starting = true
-    else this.#status.set('starting')
+    // Started by the spawn helper: `starting` (with the pid) once it says the CLI runs. Counted
+    // as running from now, so a start admitted meanwhile sees this one (MAX_SESSIONS).
+    if (cli.pending === true) {
+      this.#starting = true
+      this.#deps.onStatus(this)
+    } else this.#status.set('starting')
     this.#control.cliStarted(opening)
     this.#armIdle()
     return null
