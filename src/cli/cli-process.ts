@@ -22,6 +22,13 @@ import { NdjsonSplitter } from './ndjson.js'
 import { processStartTime, signalGroup } from './reaper.js'
 
 /**
+ * Longer stderr lines are not kept (nor logged), only their size. The tail is
+ * diagnostics, saved in the session record and its status frame: MAX_LINE_BYTES
+ * (the stdout bound) would let one crash print hundreds of MiB into them.
+ */
+const STDERR_LINE_MAX_BYTES = 4096
+
+/**
  * A started CLI as CliProcess drives it: a ChildProcess, or a RemoteChild of
  * the spawn helper, whose pid and pipes come with its 'spawn' event.
  */
@@ -151,11 +158,18 @@ export class CliProcess implements CliHandle {
     const options = this.#options
     const callbacks = this.#callbacks
     if (child.pid !== undefined && options.pidDir !== undefined) {
-      mkdirSync(options.pidDir, { recursive: true })
       // Named and marked by this gateway process too: gateways sharing DATA_DIR on one host
       // (several nodes) never reap, or delete the pid files of, each other's live CLIs.
-      this.#pidFile = join(options.pidDir, `${this.#sessionId}.${process.pid}.pid`)
-      writeFileSync(this.#pidFile, `${child.pid}\n${command}\n${processStartTime(child.pid) ?? ''}\n${process.pid} ${processStartTime(process.pid) ?? ''}\n`)
+      const pidFile = join(options.pidDir, `${this.#sessionId}.${process.pid}.pid`)
+      try {
+        mkdirSync(options.pidDir, { recursive: true })
+        writeFileSync(pidFile, `${child.pid}\n${command}\n${processStartTime(child.pid) ?? ''}\n${process.pid} ${processStartTime(process.pid) ?? ''}\n`)
+        this.#pidFile = pidFile
+      } catch (err) {
+        // Only for after a crash (the spawn helper covers most): a full disk must not end the CLI,
+        // nor, thrown where the helper's answer is handled, the gateway and every session.
+        this.#log.error({ err }, 'could not write the CLI\'s pid file; a gateway restarted after a crash cannot reap it')
+      }
     }
 
     const splitter = new NdjsonSplitter({
@@ -171,7 +185,7 @@ export class CliProcess implements CliHandle {
     // Split as bytes like stdout and decoded per line (a character split across chunks decodes
     // intact): no StringDecoder and its buffer kept per idle CLI, as setEncoding would.
     const lines = new NdjsonSplitter({
-      maxLineBytes: options.maxLineBytes,
+      maxLineBytes: STDERR_LINE_MAX_BYTES,
       onLine: (line) => { this.#stderrLine(line) },
       onOversize: (bytes) => { this.#stderrLine(`(a stderr line of ${bytes} bytes, not kept)`) }
     })
@@ -237,11 +251,24 @@ export class CliProcess implements CliHandle {
     if (this.#stderrTail.length > max) this.#stderrTail.shift()
   }
 
-  /** After the CLI itself exited: SIGTERM what is left of its group, SIGKILL it if it lingers. */
+  /**
+   * After the CLI itself exited: SIGTERM what is left of its group, SIGKILL it if it lingers.
+   * Then its pipes are given up if they still have not closed: a process outside the group
+   * (`setsid`) may hold them for ever, and the exit would never be reported (the session
+   * stopping for ever, its cgroup never emptied). Not while its output is paused: the CLI's
+   * last lines are still in the pipe, to be read first.
+   */
   async #killGroupLadder (): Promise<void> {
-    if (!this.#signalGroup('SIGTERM')) return
-    await new Promise((resolve) => setTimeout(resolve, this.#options.stopTimeoutMs).unref())
-    if (this.#signalGroup(0)) this.#signalGroup('SIGKILL')
+    const wait = (): Promise<unknown> => new Promise((resolve) => setTimeout(resolve, this.#options.stopTimeoutMs).unref())
+    if (this.#signalGroup('SIGTERM')) {
+      await wait()
+      if (this.#signalGroup(0)) this.#signalGroup('SIGKILL')
+    }
+    do await wait(); while (this.#exit === null && this.#outputPaused)
+    if (this.#exit !== null) return
+    this.#log.warn('the CLI exited but a process outside its process group holds its stdout or stderr: closing them')
+    this.#child.stdout?.destroy()
+    this.#child.stderr?.destroy()
   }
 
   /** Signals the whole group; false when no process of it is left. */

@@ -105,9 +105,9 @@ function readPidFile (path: string, bootMs: number | null): PidRecord | null {
 /**
  * The process group to end for a pid file, or null to leave everything alone.
  *
- * - The leader (pid = group id) still runs: it must run the recorded command
- *   and, when one was recorded, have started at the recorded time (else the
- *   pid was reused by an unrelated process, whose group this is).
+ * - The leader (pid = group id) still runs: it must have started at the
+ *   recorded time, or, in a file without one, run the recorded command
+ *   (else the pid was reused by an unrelated process, whose group this is).
  * - Otherwise a start time must have been recorded, and the group must still
  *   have live members. A zombie leader counts as gone when its start time is
  *   the recorded one (the same CLI, exited but not yet waited for) and as a
@@ -121,8 +121,10 @@ function orphanGroup (record: PidRecord): number | null {
   const pgid = record.pid
   const leader = readStat(pgid)
   if (leader !== null && leader.state !== 'Z') {
-    if (!runs(pgid, record.command)) return null
-    return record.started === '' || record.started === leader.started ? pgid : null
+    // Pid and start time name one process. Not its command line: a CLAUDE_LAUNCHER (or the
+    // cgroup join's `/bin/sh`) recorded as the command has exec'd what it wraps by now.
+    if (record.started !== '') return record.started === leader.started ? pgid : null
+    return runs(pgid, record.command) ? pgid : null
   }
   if (record.started === '') return null
   if (leader !== null && leader.started !== record.started) return null
