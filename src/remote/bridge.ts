@@ -37,6 +37,17 @@ const BACKOFF_MAX_MS = 5_000
 const GIVE_UP_MS = 120_000
 /** After DELETE: how long to wait for the CLI's last lines and the session's final status. */
 const END_WAIT_MS = 15_000
+/** After SIGTERM: how long the DELETE may take (the SDK sends SIGKILL not long after). */
+const SIGTERM_STOP_MS = 3_000
+/**
+ * A connection nothing arrives on is pinged after `pingAfterMs` and given up
+ * after `deadAfterMs` (the typed client's 45 s, three gateway keep_alive
+ * ticks): a gateway host gone without a FIN (powered off, a NAT that forgot
+ * the flow) never closes the socket, and the host would wait for ever.
+ */
+export const SILENCE_DEFAULTS = { pingAfterMs: 15_000, deadAfterMs: 45_000 }
+/** Payload of the liveness pings (not a number: InFlight reads numeric pongs). */
+const ALIVE_PING = 'alive'
 
 /** A line for the gateway, with what it takes to send it again if the connection dies with it. */
 interface Outgoing {
@@ -50,6 +61,8 @@ export class RemoteBridge {
   readonly #env: RemoteEnv
   readonly #args: RemoteArgs
   readonly #io: BridgeIo
+  readonly #silence: typeof SILENCE_DEFAULTS
+  #lastHeard = 0
   #sessionId = ''
   #ws: WebSocket | null = null
   #live = false
@@ -82,16 +95,19 @@ export class RemoteBridge {
   #silent = false
   #forcedCode: number | null = null
   #endTarget: number | null = null
+  /** The end's DELETE, settled either way. */
+  #stopping: Promise<void> = Promise.resolve()
   #caughtUp: (() => void) | null = null
   readonly #renewal: CredentialRenewal
   #exit!: (code: number) => void
   readonly #done: Promise<number>
 
-  constructor (deps: { api: GatewayApi, env: RemoteEnv, args: RemoteArgs, io: BridgeIo }) {
+  constructor (deps: { api: GatewayApi, env: RemoteEnv, args: RemoteArgs, io: BridgeIo, silence?: typeof SILENCE_DEFAULTS }) {
     this.#api = deps.api
     this.#env = deps.env
     this.#args = deps.args
     this.#io = deps.io
+    this.#silence = deps.silence ?? SILENCE_DEFAULTS
     this.#done = new Promise((resolve) => { this.#exit = resolve })
     this.#renewal = new CredentialRenewal({
       token: this.#env.token,
@@ -195,6 +211,12 @@ export class RemoteBridge {
   async terminate (code: number): Promise<void> {
     this.#silent = true
     this.#forcedCode = code
+    if (this.#ending) {
+      // Already ending (stdin EOF): the signal still ends it now, with its code, once the DELETE went out.
+      await Promise.race([this.#stopping, new Promise<void>((resolve) => setTimeout(resolve, SIGTERM_STOP_MS).unref())])
+      this.#finish(code)
+      return
+    }
     await this.#end(code)
   }
 
@@ -224,7 +246,13 @@ export class RemoteBridge {
   }
 
   #refusePrompt (id: string, subtype: string): void {
-    this.#send(JSON.stringify({ type: 'control_response', response: { subtype: 'error', request_id: id, error: subtype === 'can_use_tool' ? STREAM_CLOSED : 'stream closed' } }))
+    this.#answerFor(id, JSON.stringify({ type: 'control_response', response: { subtype: 'error', request_id: id, error: subtype === 'can_use_tool' ? STREAM_CLOSED : 'stream closed' } }))
+  }
+
+  /** An answer claude-remote gives for the host: kept like the host's own, so a connection lost with it does not leave the prompt (and the turn) waiting for ever. */
+  #answerFor (id: string, line: string): void {
+    this.#answers.set(id, line)
+    this.#send(line)
   }
 
   #send (line: string, track: Omit<Outgoing, 'line'> = {}): void {
@@ -250,9 +278,12 @@ export class RemoteBridge {
     const ws = new WebSocket(url, ['claude-gateway.v1'], {
       headers: { authorization: `Bearer ${this.#renewal.opening()}` },
       // CLI lines are unbounded (a Write of a large file): the gateway bounds them, not this client.
-      maxPayload: 1024 * 1024 * 1024
+      maxPayload: 1024 * 1024 * 1024,
+      handshakeTimeout: this.#silence.deadAfterMs
     })
     this.#ws = ws
+    this.#lastHeard = Date.now()
+    this.#watch(ws)
     ws.on('unexpected-response', (_req, res) => {
       const status = res.statusCode ?? 0
       res.resume()
@@ -270,8 +301,17 @@ export class RemoteBridge {
       this.#io.debug(`upgrade refused: HTTP ${status}`)
       ws.terminate()
     })
-    ws.on('message', (data: WebSocket.RawData) => { if (this.#ws === ws) this.#gatewayFrame(rawText(data)) })
-    ws.on('pong', (data: Buffer) => { if (this.#ws === ws) this.#inFlight.pong(data.toString('utf8')) })
+    ws.on('message', (data: WebSocket.RawData) => {
+      if (this.#ws !== ws) return
+      this.#lastHeard = Date.now()
+      this.#gatewayFrame(rawText(data))
+    })
+    ws.on('ping', () => { if (this.#ws === ws) this.#lastHeard = Date.now() })
+    ws.on('pong', (data: Buffer) => {
+      if (this.#ws !== ws) return
+      this.#lastHeard = Date.now()
+      this.#inFlight.pong(data.toString('utf8'))
+    })
     ws.on('error', (err) => this.#io.debug(`websocket error: ${err.message}`))
     ws.on('close', (code, reason) => {
       if (this.#ws !== ws) return
@@ -295,6 +335,22 @@ export class RemoteBridge {
       }
       this.#reconnectLater()
     })
+  }
+
+  /** Pings a silent connection, and cuts it (a reconnect follows) once it stayed silent too long. */
+  #watch (ws: WebSocket): void {
+    const timer = setTimeout(() => {
+      if (this.#ws !== ws) return
+      const silent = Date.now() - this.#lastHeard
+      if (silent >= this.#silence.deadAfterMs) {
+        this.#io.debug(`nothing from the gateway for ${silent} ms: dropping the connection`)
+        ws.terminate()
+        return
+      }
+      if (silent >= this.#silence.pingAfterMs && ws.readyState === WebSocket.OPEN) ws.ping(ALIVE_PING)
+      this.#watch(ws)
+    }, Math.min(this.#silence.pingAfterMs, this.#silence.deadAfterMs))
+    timer.unref()
   }
 
   #reconnectLater (): void {
@@ -370,7 +426,7 @@ export class RemoteBridge {
           const request = isRecord(frame.request) ? frame.request : {}
           const subtype = String(request.subtype)
           if (!this.#args.promptTool && subtype === 'can_use_tool') {
-            this.#send(JSON.stringify({ type: 'control_response', response: { subtype: 'success', request_id: id, response: { behavior: 'deny', message: NO_PROMPT_TOOL } } }))
+            this.#answerFor(id, JSON.stringify({ type: 'control_response', response: { subtype: 'success', request_id: id, response: { behavior: 'deny', message: NO_PROMPT_TOOL } } }))
             return
           }
           // Nobody left to answer: denied, as the CLI denies prompts once its stdin is closed.
@@ -388,9 +444,13 @@ export class RemoteBridge {
       case 'system':
         if (frame.subtype === 'session_state_changed' && frame.state === 'idle' && this.#stdinClosed) this.#turns = 0
         break
+      case 'command_lifecycle':
+        // A queued turn dropped (`interrupt` with `cancel_queued`): it prints no result.
+        if (frame.state === 'cancelled') this.#turns = Math.max(0, this.#turns - 1)
+        break
     }
     this.#out(withoutSeq(text, frame))
-    if (frame.type === 'result' || frame.type === 'system') this.#maybeEnd()
+    if (frame.type === 'result' || frame.type === 'system' || frame.type === 'command_lifecycle') this.#maybeEnd()
   }
 
   #gatewayOwn (frame: Record<string, unknown>): void {
@@ -511,7 +571,9 @@ export class RemoteBridge {
       const caughtUp = new Promise<void>((resolve) => { this.#caughtUp = resolve })
       const bounded = new Promise<void>((resolve) => setTimeout(resolve, this.#silent ? 0 : END_WAIT_MS).unref())
       try {
-        const session = await this.#api.deleteSession(this.#sessionId, this.#silent ? 3_000 : END_WAIT_MS)
+        const deleting = this.#api.deleteSession(this.#sessionId, this.#silent ? SIGTERM_STOP_MS : END_WAIT_MS)
+        this.#stopping = deleting.then(() => {}, () => {})
+        const session = await deleting
         // Everything up to the session's last seq (its final status included) reaches the host first.
         this.#endTarget = typeof session.last_seq === 'number' ? session.last_seq : this.#seenSeq
         this.#checkCaughtUp()
@@ -521,6 +583,10 @@ export class RemoteBridge {
       }
       await Promise.race([caughtUp, bounded])
     }
+    this.#finish(code)
+  }
+
+  #finish (code: number): void {
     this.#closed = true
     this.#renewal.stop()
     const ws = this.#ws
