@@ -110,6 +110,8 @@ export class EventLog {
   #episode: OverflowEpisode | null = null
   /** Set when the store refused a write as fenced: nothing is written or relayed any more. */
   #fenced = false
+  /** Drops so far (#drop calls): what an outage's check of its losses has seen. */
+  #drops = 0
 
   constructor (options: EventLogOptions) {
     this.#o = options
@@ -221,11 +223,14 @@ export class EventLog {
     // the store is never asked for (and the budget never spent on) later ones.
     const want = Math.min(limit, upTo - after)
     if (want <= 0) return []
-    const heldFrom = this.#unsaved[0]?.seq
-    if (heldFrom === undefined || after + 1 < heldFrom) {
+    for (;;) {
+      const heldFrom = this.#unsaved[0]?.seq
+      if (heldFrom !== undefined && after + 1 >= heldFrom) break
       const events = await fromStore(want)
       const kept = events.filter((e) => e.seq <= upTo)
       if (kept.length > 0 || heldFrom === undefined) return kept
+      // Held frames written back while the store answered have left #unsaved: ask the store again, which has them.
+      if (this.#unsaved[0]?.seq === heldFrom) break
     }
     const held: LogEvent[] = []
     for (const e of this.#unsaved) {
@@ -359,6 +364,7 @@ export class EventLog {
 
   /** Forgets held frames for good: their range is remembered, and reported once per outage. */
   #drop (dropped: LogEvent[]): void {
+    this.#drops++
     const from = (dropped[0] as LogEvent).seq
     const to = (dropped[dropped.length - 1] as LogEvent).seq
     const last = this.#lost[this.#lost.length - 1]
@@ -387,25 +393,33 @@ export class EventLog {
   }
 
   async #retryUnsaved (): Promise<void> {
-    while (this.#unsaved.length > 0) {
-      const chunk = this.#unsaved.slice(0, WRITE_CHUNK)
-      const lease = this.#o.lease?.()
-      if (this.#fenced || lease === null) return
-      try {
-        await this.#append(chunk, lease)
-      } catch (err) {
-        if (err instanceof FencedError) { this.#fence(); return }
-        this.#retryMs = Math.min(RETRY_MAX_MS, this.#retryMs * 2)
-        this.#armRetry()
-        return
+    // Frames relayed while the losses are checked are held too: written before the log is healthy
+    // again, or a later frame would reach the store first and the store would skip them as held.
+    // Checked again only after new drops: a CLI that keeps printing would otherwise keep the log degraded.
+    let checked = -1
+    for (;;) {
+      while (this.#unsaved.length > 0) {
+        const chunk = this.#unsaved.slice(0, WRITE_CHUNK)
+        const lease = this.#o.lease?.()
+        if (this.#fenced || lease === null) return
+        try {
+          await this.#append(chunk, lease)
+        } catch (err) {
+          if (err instanceof FencedError) { this.#fence(); return }
+          this.#retryMs = Math.min(RETRY_MAX_MS, this.#retryMs * 2)
+          this.#armRetry()
+          return
+        }
+        // Drop what was written; the array may have grown (or been trimmed) meanwhile.
+        const lastWritten = (chunk[chunk.length - 1] as LogEvent).seq
+        const firstKept = this.#unsaved.findIndex((e) => e.seq > lastWritten)
+        this.#unsaved.splice(0, firstKept === -1 ? this.#unsaved.length : firstKept)
       }
-      // Drop what was written; the array may have grown (or been trimmed) meanwhile.
-      const lastWritten = (chunk[chunk.length - 1] as LogEvent).seq
-      const firstKept = this.#unsaved.findIndex((e) => e.seq > lastWritten)
-      this.#unsaved.splice(0, firstKept === -1 ? this.#unsaved.length : firstKept)
+      this.#retryMs = RETRY_MIN_MS
+      if (this.#episode === null || checked === this.#drops) break
+      checked = this.#drops
+      await this.#confirmLost(this.#episode)
     }
-    this.#retryMs = RETRY_MIN_MS
-    if (this.#episode !== null) await this.#confirmLost(this.#episode)
     this.#setDegraded(false)
   }
 
