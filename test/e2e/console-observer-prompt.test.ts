@@ -7,22 +7,12 @@
  * command whose description says something else.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { test } from 'node:test'
-import { buildConsole } from '../../scripts/build-console.mjs'
-import { launchChromium } from '../support/chromium.js'
+import { STEP_MS, consoleGateway, signedInPage } from '../support/console-page.js'
 import { isHello } from '../support/frames.js'
-import { TOKEN_A, gateway } from '../support/gateway.js'
-
-const STEP_MS = 30_000
 
 test('an observer\'s permission prompt shows the command it would allow', { timeout: 90_000 }, async (t) => {
-  const consoleDir = mkdtempSync(join(tmpdir(), 'cgw-console-observer-'))
-  t.after(() => rmSync(consoleDir, { recursive: true, force: true }))
-  await buildConsole({ outDir: consoleDir })
-  const gw = await gateway(t, { parts: { consoleDir } })
+  const gw = await consoleGateway(t)
   const session = await gw.createSession()
   // Another client (an SDK) holds the session and has been asked.
   const holder = await gw.connect(session.id, 'role=controller')
@@ -30,15 +20,7 @@ test('an observer\'s permission prompt shows the command it would allow', { time
   holder.sendUser('ask-described List the files -- touch pwned-by-observer')
   const asked = await holder.waitFor((f) => f.type === 'control_request' && f.request?.subtype === 'can_use_tool', STEP_MS)
 
-  const browser = await launchChromium()
-  t.after(() => browser.close())
-  const page = await (await browser.newContext()).newPage()
-  const pageErrors: string[] = []
-  page.on('pageerror', (err) => pageErrors.push(err.message))
-  await page.goto(`${gw.url}/`)
-  await page.getByTestId('signin-token').fill(TOKEN_A)
-  await page.getByTestId('signin-submit').click()
-  await page.getByTestId('session-list').waitFor({ timeout: STEP_MS })
+  const { page, pageErrors } = await signedInPage(t, gw)
   await page.goto(`${gw.url}/#/session/${session.id as string}`)
   await page.getByTestId('role').and(page.locator('[data-role="observer"]')).waitFor({ timeout: STEP_MS })
   const dialog = page.getByTestId('permission-dialog')

@@ -7,32 +7,13 @@
  * followed by a "Deny" of it: whichever answer the gateway got first wins.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { test } from 'node:test'
-import { buildConsole } from '../../scripts/build-console.mjs'
-import { launchChromium } from '../support/chromium.js'
-import { TOKEN_A, gateway } from '../support/gateway.js'
-
-const STEP_MS = 30_000
+import { STEP_MS, consoleGateway, newSessionHeld, signedInPage } from '../support/console-page.js'
 
 test('a click meant for a prompt does not answer the one drawn in its place', { timeout: 90_000 }, async (t) => {
-  const consoleDir = mkdtempSync(join(tmpdir(), 'cgw-console-swap-'))
-  t.after(() => rmSync(consoleDir, { recursive: true, force: true }))
-  await buildConsole({ outDir: consoleDir })
-  const gw = await gateway(t, { parts: { consoleDir } })
-  const browser = await launchChromium()
-  t.after(() => browser.close())
-  const page = await (await browser.newContext()).newPage()
-  const pageErrors: string[] = []
-  page.on('pageerror', (err) => pageErrors.push(err.message))
-  await page.goto(`${gw.url}/`)
-  await page.getByTestId('signin-token').fill(TOKEN_A)
-  await page.getByTestId('signin-submit').click()
-  await page.getByTestId('new-session').click()
-  await page.getByTestId('new-session-submit').click()
-  await page.getByTestId('role').and(page.locator('[data-role="holder"]')).waitFor({ timeout: STEP_MS })
+  const gw = await consoleGateway(t)
+  const { page, pageErrors } = await signedInPage(t, gw)
+  await newSessionHeld(page)
 
   await page.getByTestId('prompt-input').fill('ask2')
   await page.getByTestId('prompt-send').click()

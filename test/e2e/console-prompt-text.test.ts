@@ -8,43 +8,22 @@
  * characters too.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { after, before, test } from 'node:test'
-import type { Browser, Page } from 'playwright-core'
-import { buildConsole } from '../../scripts/build-console.mjs'
-import { launchChromium } from '../support/chromium.js'
-import { TOKEN_A, type TestGateway, gateway } from '../support/gateway.js'
+import type { Page } from 'playwright-core'
+import { STEP_MS, consoleGateway, newSessionHeld, signedInPage } from '../support/console-page.js'
 
-const STEP_MS = 30_000
-
-let browser: Browser
-let gw: TestGateway
 let page: Page
-let consoleDir: string
-const pageErrors: string[] = []
+let pageErrors: string[]
 const cleanups: Array<() => unknown> = []
+const scope = { after: (fn: () => unknown) => { cleanups.push(fn) } }
 
 before(async () => {
-  consoleDir = mkdtempSync(join(tmpdir(), 'cgw-console-text-'))
-  await buildConsole({ outDir: consoleDir })
-  gw = await gateway({ after: (fn) => { cleanups.push(fn) } }, { parts: { consoleDir } })
-  browser = await launchChromium()
-  page = await (await browser.newContext()).newPage()
-  page.on('pageerror', (err) => pageErrors.push(err.message))
-  await page.goto(`${gw.url}/`)
-  await page.getByTestId('signin-token').fill(TOKEN_A)
-  await page.getByTestId('signin-submit').click()
-  await page.getByTestId('new-session').click()
-  await page.getByTestId('new-session-submit').click()
-  await page.getByTestId('role').and(page.locator('[data-role="holder"]')).waitFor({ timeout: STEP_MS })
+  ;({ page, pageErrors } = await signedInPage(scope, await consoleGateway(scope)))
+  await newSessionHeld(page)
 })
 
 after(async () => {
-  await browser?.close()
   for (const fn of cleanups.reverse()) await fn()
-  rmSync(consoleDir, { recursive: true, force: true })
 })
 
 /**

@@ -4,32 +4,15 @@
  * not leave the token in the address, where history and bookmarks keep it.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { test } from 'node:test'
-import { buildConsole } from '../../scripts/build-console.mjs'
-import { launchChromium } from '../support/chromium.js'
-import { TOKEN_A, TOKEN_B, gateway } from '../support/gateway.js'
-
-const STEP_MS = 30_000
+import { STEP_MS, consoleGateway, signedInPage } from '../support/console-page.js'
+import { TOKEN_B } from '../support/gateway.js'
 
 test('a #token= link opened in a signed-in tab is taken out of the address, and signs in with it', { timeout: 90_000 }, async (t) => {
-  const consoleDir = mkdtempSync(join(tmpdir(), 'cgw-console-link-'))
-  t.after(() => rmSync(consoleDir, { recursive: true, force: true }))
-  await buildConsole({ outDir: consoleDir })
-  const gw = await gateway(t, { parts: { consoleDir } })
+  const gw = await consoleGateway(t)
   const mine = await gw.createSession({}, TOKEN_B)
 
-  const browser = await launchChromium()
-  t.after(() => browser.close())
-  const page = await (await browser.newContext()).newPage()
-  const pageErrors: string[] = []
-  page.on('pageerror', (err) => pageErrors.push(err.message))
-  await page.goto(`${gw.url}/`)
-  await page.getByTestId('signin-token').fill(TOKEN_A)
-  await page.getByTestId('signin-submit').click()
-  await page.getByTestId('session-list').waitFor({ timeout: STEP_MS })
+  const { page, pageErrors } = await signedInPage(t, gw)
 
   await page.goto(`${gw.url}/#token=${TOKEN_B}`)
   await page.waitForFunction(() => !location.href.includes('token'), undefined, { timeout: STEP_MS })

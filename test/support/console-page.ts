@@ -1,0 +1,51 @@
+/**
+ * The web console in Chromium for the browser tests: a gateway serving a
+ * console freshly built into a temp dir, and a page signed in to it with a
+ * token, its uncaught errors collected (a test ends by asserting none).
+ * Everything is ended with the scope.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Page } from 'playwright-core'
+import { buildConsole } from '../../scripts/build-console.mjs'
+import { launchChromium } from './chromium.js'
+import { type GatewayOptions, type Scope, TOKEN_A, type TestGateway, gateway } from './gateway.js'
+
+/** How long one step in the page (a sign-in, a prompt drawn) may take. */
+export const STEP_MS = 30_000
+
+export interface ConsolePage {
+  page: Page
+  /** Uncaught errors in the page, as they came. */
+  pageErrors: string[]
+}
+
+/** A gateway serving the console as built now. */
+export async function consoleGateway (scope: Scope, options: GatewayOptions = {}): Promise<TestGateway> {
+  const consoleDir = mkdtempSync(join(tmpdir(), 'cgw-console-'))
+  scope.after(() => rmSync(consoleDir, { recursive: true, force: true }))
+  await buildConsole({ outDir: consoleDir })
+  return await gateway(scope, { ...options, parts: { ...options.parts, consoleDir } })
+}
+
+/** A new Chromium page on `gw`'s console, signed in with `token` (its session list shown). */
+export async function signedInPage (scope: Scope, gw: TestGateway, token = TOKEN_A): Promise<ConsolePage> {
+  const browser = await launchChromium()
+  scope.after(() => browser.close())
+  const page = await (await browser.newContext()).newPage()
+  const pageErrors: string[] = []
+  page.on('pageerror', (err) => pageErrors.push(err.message))
+  await page.goto(`${gw.url}/`)
+  await page.getByTestId('signin-token').fill(token)
+  await page.getByTestId('signin-submit').click()
+  await page.getByTestId('session-list').waitFor({ timeout: STEP_MS })
+  return { page, pageErrors }
+}
+
+/** Creates a session from the console's form; resolves once the page holds it. */
+export async function newSessionHeld (page: Page): Promise<void> {
+  await page.getByTestId('new-session').click()
+  await page.getByTestId('new-session-submit').click()
+  await page.getByTestId('role').and(page.locator('[data-role="holder"]')).waitFor({ timeout: STEP_MS })
+}
