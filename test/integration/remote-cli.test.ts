@@ -5,10 +5,10 @@
  * compared byte for byte with the CLI lines in the session's history.
  */
 import assert from 'node:assert/strict'
-import { createServer, connect, type Socket } from 'node:net'
 import { test } from 'node:test'
 import { loadConfig } from '../../src/config.js'
 import { TOKEN_A, TOKEN_B, type TestGateway, eventually, gateway } from '../support/gateway.js'
+import { startForwarder } from '../support/forwarder.js'
 import { SDK_ARGS, WAIT_MS, onlySession, sdkInitialize, spawnRemote, userLine } from '../support/remote.js'
 
 /** CLI lines of the session's history as the CLI printed them: gateway frames out, `{"seq":n,` off. */
@@ -20,59 +20,6 @@ async function cliLinesInHistory (gw: TestGateway, sessionId: string, gatewayIni
     // The gateway's own initialize answer is not the host's (the CLI would not print it to this host).
     .filter((e) => !(gatewayInitIds && e.type === 'control_response' && String((e.response as any)?.request_id).startsWith('gw_init_')))
     .map((e) => JSON.stringify(e).replace(/^\{"seq":\d+,/, '{'))
-}
-
-interface Forwarder {
-  url: string
-  /** The next client→gateway bytes are dropped (`drop`) or delivered (`deliver`), then both sides of that connection are cut. */
-  cutNext: (how: 'drop' | 'deliver') => void
-  /** Bytes dropped so far. */
-  dropped: () => number
-  close: () => Promise<void>
-}
-
-/** A TCP forwarder in front of the gateway that can lose what a client sent, as a dying connection does. */
-async function startForwarder (gw: TestGateway): Promise<Forwarder> {
-  const target = Number(new URL(gw.url).port)
-  let cut: 'drop' | 'deliver' | null = null
-  let dropped = 0
-  const sockets = new Set<Socket>()
-  const server = createServer((client) => {
-    const upstream = connect(target, '127.0.0.1')
-    for (const s of [client, upstream]) {
-      sockets.add(s)
-      s.on('close', () => sockets.delete(s))
-      s.on('error', () => {})
-    }
-    client.on('data', (chunk: Buffer) => {
-      if (cut === null) { upstream.write(chunk); return }
-      const how = cut
-      cut = null
-      if (how === 'drop') {
-        dropped += chunk.length
-        upstream.destroy()
-      } else {
-        // Delivered (FIN after it): the gateway reads the frame, the client never hears back on this connection.
-        upstream.end(chunk)
-      }
-      client.destroy()
-    })
-    upstream.on('data', (chunk: Buffer) => { if (!client.destroyed) client.write(chunk) })
-    client.on('end', () => upstream.end())
-    upstream.on('end', () => client.end())
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const address = server.address()
-  if (address === null || typeof address === 'string') throw new Error('no address')
-  return {
-    url: `http://127.0.0.1:${address.port}`,
-    cutNext: (how) => { cut = how },
-    dropped: () => dropped,
-    close: async () => {
-      for (const s of sockets) s.destroy()
-      await new Promise<void>((resolve) => server.close(() => resolve()))
-    }
-  }
 }
 
 test('a turn through claude-remote: the CLI\'s lines byte for byte, no seq, no gateway frame; EOF ends the session (exit 0)', async (t) => {
@@ -262,7 +209,7 @@ const QUIET = { KEEPALIVE_INTERVAL_MS: '3600000' }
 
 test('a control request and a user line with a uuid lost with the connection are sent again: answered once, run once', async (t) => {
   const gw = await gateway(t, { env: QUIET })
-  const fwd = await startForwarder(gw)
+  const fwd = await startForwarder(gw.url)
   t.after(() => fwd.close())
   const remote = spawnRemote(gw, SDK_ARGS, { CLAUDE_REMOTE_URL: fwd.url })
   t.after(() => remote.child.kill('SIGKILL'))
@@ -297,7 +244,7 @@ test('a control request and a user line with a uuid lost with the connection are
 test('a request sent again that the gateway still has in flight: its duplicate_request_id refusal is not the host\'s', async (t) => {
   // The CLI never answers: the initialize and lost-2 stay in flight on the gateway.
   const gw = await gateway(t, { env: QUIET, cliArgs: ['--fake-mode', 'hang'] })
-  const fwd = await startForwarder(gw)
+  const fwd = await startForwarder(gw.url)
   t.after(() => fwd.close())
   const remote = spawnRemote(gw, [...SDK_ARGS, '--debug'], { CLAUDE_REMOTE_URL: fwd.url })
   t.after(() => remote.child.kill('SIGKILL'))

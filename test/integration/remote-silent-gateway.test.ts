@@ -7,57 +7,19 @@
  * TCP forwarder that can freeze its open connections.
  */
 import assert from 'node:assert/strict'
-import { createServer, connect, type Socket } from 'node:net'
 import { test } from 'node:test'
 import { parseRemoteArgs } from '../../src/remote/argv.js'
 import { RemoteBridge } from '../../src/remote/bridge.js'
 import { GatewayApi } from '../../src/remote/gateway-api.js'
 import { readRemoteEnv } from '../../src/remote/remote-env.js'
-import { TOKEN_A, gateway, type TestGateway } from '../support/gateway.js'
+import { startForwarder } from '../support/forwarder.js'
+import { TOKEN_A, gateway } from '../support/gateway.js'
 import { SDK_ARGS, WAIT_MS, sdkInitialize, userLine } from '../support/remote.js'
 import { Waiters, within } from '../support/waiters.js'
 
-/** A TCP forwarder whose WebSocket connections open so far can be frozen: kept open, nothing passes either way. */
-async function startForwarder (gw: TestGateway): Promise<{ url: string, freeze: () => number, close: () => Promise<void> }> {
-  const target = Number(new URL(gw.url).port)
-  const websockets = new Set<Socket>()
-  const all = new Set<Socket>()
-  const frozen = new WeakSet<Socket>()
-  const server = createServer((client) => {
-    const upstream = connect(target, '127.0.0.1')
-    for (const s of [client, upstream]) {
-      all.add(s)
-      s.on('close', () => all.delete(s))
-      s.on('error', () => {})
-    }
-    client.on('close', () => websockets.delete(client))
-    client.on('data', (chunk: Buffer) => {
-      if (/^upgrade: websocket/im.test(chunk.toString('latin1'))) websockets.add(client)
-      if (!frozen.has(client)) upstream.write(chunk)
-    })
-    upstream.on('data', (chunk: Buffer) => { if (!frozen.has(client) && !client.destroyed) client.write(chunk) })
-    client.on('end', () => { if (!frozen.has(client)) upstream.end() })
-    upstream.on('end', () => { if (!frozen.has(client)) client.end() })
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const address = server.address()
-  if (address === null || typeof address === 'string') throw new Error('no address')
-  return {
-    url: `http://127.0.0.1:${address.port}`,
-    freeze: () => {
-      for (const s of websockets) frozen.add(s)
-      return websockets.size
-    },
-    close: async () => {
-      for (const s of all) s.destroy()
-      await new Promise<void>((resolve) => server.close(() => resolve()))
-    }
-  }
-}
-
 test('a gateway connection that goes silent (no close) is dropped and resumed: the turn\'s lines all arrive, once', async (t) => {
   const gw = await gateway(t)
-  const fwd = await startForwarder(gw)
+  const fwd = await startForwarder(gw.url)
   t.after(() => fwd.close())
   const env = readRemoteEnv({ CLAUDE_REMOTE_URL: fwd.url, CLAUDE_REMOTE_TOKEN: TOKEN_A })
   const lines: string[] = []
