@@ -17,6 +17,8 @@ import { closeSync, openSync } from 'node:fs'
 import { buildApp } from './app.js'
 import { ConfigError, SECRET_FILE_VARIABLES, loadConfig } from './config.js'
 import { FilesWatch } from './config/files-watch.js'
+import { listenError } from './config/values.js'
+import { MAX_TIMER_MS } from './config/settings.js'
 
 async function main (): Promise<void> {
   let config
@@ -39,10 +41,11 @@ async function main (): Promise<void> {
     closing = true
     watch?.close()
     app.log.info({ signal }, 'shutting down')
+    // Each part fits a timer (settings.ts), their sum may not: past MAX_TIMER_MS it would fire at once.
     const force = setTimeout(() => {
       app.log.error('shutdown took too long; exiting')
       process.exit(1)
-    }, config.shutdownGraceMs + 3 * config.cliStopTimeoutMs + 5000)
+    }, Math.min(config.shutdownGraceMs + 3 * config.cliStopTimeoutMs + 5000, MAX_TIMER_MS))
     force.unref()
     app.close().then(() => process.exit(0), (err: unknown) => {
       app.log.error({ err }, 'shutdown failed')
@@ -77,7 +80,12 @@ async function main (): Promise<void> {
     watch.start()
   }
 
-  const address = await app.listen({ port: config.port, host: config.host })
+  let address: string
+  try {
+    address = await app.listen({ port: config.port, host: config.host })
+  } catch (err) {
+    throw listenError('PORT', config.host, config.port, err) ?? err
+  }
   const generated = app.gateway.generatedToken
   // Plain lines on the terminal, apart from the JSON log: what a newcomer needs first.
   process.stderr.write(`\nConsole: ${address}/\n`)

@@ -109,7 +109,8 @@ export class Spawner implements ChildSource {
     if (helper === null) return
     const gone = new Promise<void>((resolve) => { helper.once('exit', () => { resolve() }) })
     if (helper.connected) helper.disconnect()
-    const timer = setTimeout(() => { helper.kill('SIGKILL') }, this.#o.stopTimeoutMs + 1000)
+    // Capped at setTimeout's longest delay: past it Node fires after 1 ms (CLI_STOP_TIMEOUT_MS may be that long).
+    const timer = setTimeout(() => { helper.kill('SIGKILL') }, Math.min(this.#o.stopTimeoutMs + 1000, 2 ** 31 - 1))
     await gone
     clearTimeout(timer)
   }

@@ -46,8 +46,16 @@ function documented<S extends z.ZodType> (schema: S, doc: SettingDoc): S {
 
 const int = (min: number, max?: number) => {
   const n = z.coerce.number().int().min(min)
-  return max === undefined ? n : n.max(max)
+  // Number() reads blanks as 0 (PORT=" ": any port); as NaN they are refused instead.
+  return z.preprocess((v) => typeof v === 'string' && v.trim() === '' ? NaN : v, max === undefined ? n : n.max(max))
 }
+/**
+ * setTimeout's longest delay: Node fires a longer one after 1 ms (with a
+ * TimeoutOverflowWarning), so "about a month" would mean "at once".
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1
+/** A duration in ms that ends up as a timer's delay. */
+const ms = (min: number) => int(min, MAX_TIMER_MS)
 const flag = () => z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')
 /** A comma list (an empty value is an empty list). */
 const commaList = () => z.string().transform(list)
@@ -151,25 +159,25 @@ export const envSchema = z.object({
     'session,localSettings,projectSettings', 'where a permission answer\'s `updatedPermissions` may write'),
   PERMISSION_BROAD_RULE_TOOLS: defaulted(listOf(/^[A-Za-z0-9_.-]{1,200}$/, 'tool names'), 'Bash',
     'tools whose allow rule without a specifier (`Bash`, `Bash(*)`) counts as bypass (refused while `ALLOW_BYPASS_PERMISSIONS=false`)'),
-  KEEPALIVE_INTERVAL_MS: defaulted(int(100), 15_000, '`keep_alive` frame and ping to every client'),
-  IDLE_TIMEOUT_MS: defaulted(int(0), 1_800_000, 'stop a CLI with no client, no turn and no prompt for this long (0 = never)'),
+  KEEPALIVE_INTERVAL_MS: defaulted(ms(100), 15_000, '`keep_alive` frame and ping to every client'),
+  IDLE_TIMEOUT_MS: defaulted(ms(0), 1_800_000, 'stop a CLI with no client, no turn and no prompt for this long (0 = never)'),
   MAX_SESSIONS: defaulted(int(1), 50, 'CLIs running at once'),
-  SHUTDOWN_GRACE_MS: defaulted(int(0), 5_000, 'at shutdown (SIGTERM), time running turns get to finish before their CLIs are stopped, and the store to take the last frames (docs/SCALING.md, draining)'),
+  SHUTDOWN_GRACE_MS: defaulted(ms(0), 5_000, 'at shutdown (SIGTERM), time running turns get to finish before their CLIs are stopped, and the store to take the last frames (docs/SCALING.md, draining)'),
   CLI_SPAWN: defaulted(z.enum(['helper', 'direct']), 'helper',
     'how CLIs are started: `helper` (a small process forked at start starts each one and hands its pipes over, so a start never holds the gateway\'s event loop) or `direct` (spawn() from the gateway, which forks it: the event loop waits longer the more memory the gateway has)'),
-  CLI_STOP_TIMEOUT_MS: defaulted(int(0), 3_000, 'each stop step (stdin closed, SIGTERM) waits this long before the next'),
+  CLI_STOP_TIMEOUT_MS: defaulted(ms(0), 3_000, 'each stop step (stdin closed, SIGTERM) waits this long before the next'),
   MAX_LINE_BYTES: defaulted(int(1024), 16 * 1024 * 1024, 'longer CLI stdout lines are dropped and reported'),
   WS_MAX_PAYLOAD_BYTES: defaulted(int(1024), 1024 * 1024, 'largest client frame (close 1009 past it)'),
   WS_MAX_BUFFERED_BYTES: defaulted(int(1024), 8 * 1024 * 1024, 'a client\'s unsent backlog past this closes it with 4008 (it can reconnect and resume)'),
-  PERMISSION_TIMEOUT_MS: defaulted(int(0), 0, 'unanswered permission prompts are denied (with interrupt) after this; 0 = wait for ever'),
-  CONTROL_REQUEST_TIMEOUT_MS: defaulted(int(1), 60_000, 'other CLI control requests (hooks, MCP) get an error answer after this'),
-  INITIALIZE_HOLD_MS: defaulted(int(0), 2_000,
+  PERMISSION_TIMEOUT_MS: defaulted(ms(0), 0, 'unanswered permission prompts are denied (with interrupt) after this; 0 = wait for ever'),
+  CONTROL_REQUEST_TIMEOUT_MS: defaulted(ms(1), 60_000, 'other CLI control requests (hooks, MCP) get an error answer after this'),
+  INITIALIZE_HOLD_MS: defaulted(ms(0), 2_000,
     'a new CLI waits this long for the holder\'s own `initialize` (the SDK\'s: hooks, system prompt, …) before the gateway sends a bare one; 0 = no wait'),
-  CLIENT_REQUEST_TIMEOUT_MS: defaulted(int(1), 30_000, 'a client\'s control request the CLI does not answer gets `request_timeout`'),
+  CLIENT_REQUEST_TIMEOUT_MS: defaulted(ms(1), 30_000, 'a client\'s control request the CLI does not answer gets `request_timeout`'),
   EVENTS_MAX_PER_SESSION: defaulted(int(1), 100_000, 'events kept per session'),
   EVENTS_TTL_SECONDS: defaulted(int(0), 7 * 24 * 3600, 'how long a finished session\'s history is kept'),
   STORE_QUEUE_MAX: defaulted(int(1), 100_000, 'events held in memory per session while the store is down'),
-  RESUME_STORE_WAIT_MS: defaulted(int(0), 3_000,
+  RESUME_STORE_WAIT_MS: defaulted(ms(0), 3_000,
     'how long a resuming client\'s hello waits for a store that does not answer before it says `resume: "unavailable"` and closes with 1013 (PROTOCOL.md, Resume)'),
   // A browser's Origin is scheme://host[:port] exactly: an entry with a path or a trailing slash would never match.
   ALLOWED_ORIGINS: defaulted(commaList().refine((items) => items.every(isOrigin), 'expected a comma list of origins such as https://app.example.com (scheme, host and port only: no path, no trailing slash)'),
@@ -195,11 +203,11 @@ export const envSchema = z.object({
   BODY_LIMIT_BYTES: defaulted(int(1024), 1024 * 1024, 'largest REST body'),
   REQUEST_TIMEOUT_MS: defaulted(int(0), 30_000, 'headers and body must arrive within this, else 408 (0 = off); WebSockets and event streams are not cut'),
   HEADERS_TIMEOUT_MS: defaulted(int(0), 10_000, 'request headers must arrive within this (at most `REQUEST_TIMEOUT_MS`)'),
-  KEEPALIVE_TIMEOUT_MS: defaulted(int(1), 72_000, 'idle keep-alive connections are closed after this (keep it above a reverse proxy\'s idle timeout)'),
+  KEEPALIVE_TIMEOUT_MS: defaulted(ms(1), 72_000, 'idle keep-alive connections are closed after this (keep it above a reverse proxy\'s idle timeout)'),
   MAX_CONNECTIONS: defaulted(int(1), 2_000, 'open TCP connections; further ones are dropped at once'),
   MAX_CONNECTIONS_PER_TENANT: defaulted(int(1), 100, 'WebSockets plus event streams of one tenant across its sessions (429 `tenant_connection_limit`)'),
   HISTORY_PAGE_MAX_BYTES: defaulted(int(1024), 4 * 1024 * 1024, 'a history page stops before passing this many bytes, with `has_more` (at least one event)'),
-  WS_TICKET_TTL_MS: defaulted(int(1000), 30_000, 'lifetime of a single-use WebSocket ticket'),
+  WS_TICKET_TTL_MS: defaulted(ms(1000), 30_000, 'lifetime of a single-use WebSocket ticket'),
   JWT_SECRET: optional(secret(), '(none)', 'accept HS256 JWTs signed with this (≥ 32 characters) besides `GATEWAY_TOKENS`', true),
   JWT_PUBLIC_KEY: optional(z.string().refine(isJwtPublicKey, 'must be an SPKI PEM public key (-----BEGIN PUBLIC KEY-----) of RSA, EC P-256/P-384/P-521 or Ed25519'), '(none)',
     'accept JWTs signed by this PEM public key (RSA, EC P-256/P-384/P-521 or Ed25519) besides `GATEWAY_TOKENS`', true),
@@ -209,7 +217,7 @@ export const envSchema = z.object({
   JWT_MAX_TTL_SECONDS: defaulted(int(1), 86_400, 'longest JWT lifetime accepted (`exp − iat`, or `exp − now` without `iat`)'),
   JWT_EXPIRY_ENDS_CONNECTIONS: defaulted(flag(), 'false',
     'end a WebSocket (close 4401) or event stream (`credential_expired`) when the JWT it was opened with expires, unless the WebSocket client presents a newer one first (a `credential` frame, docs/PROTOCOL.md); off: a connection outlives its JWT'),
-  CREDENTIAL_FILES_POLL_MS: defaulted(int(0), 0,
+  CREDENTIAL_FILES_POLL_MS: defaulted(ms(0), 0,
     'read the `_FILE`s of secrets this often and reload the credentials (as `SIGHUP` does) once a change reads the same at two polls in a row: a Kubernetes Secret volume is updated with no signal to the process; 0: only `SIGHUP` reloads'),
   WEBHOOK_URL: optional(z.string().refine(isWebhookUrl, 'must be an http:// or https:// URL'), '(unset: no webhooks)',
     'an `http(s)://` URL that gets a signed POST for each session event (docs/WEBHOOKS.md); needs `WEBHOOK_SECRET`', true),

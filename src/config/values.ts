@@ -15,6 +15,19 @@ export class ConfigError extends Error {
   override name = 'ConfigError'
 }
 
+/**
+ * A listener the gateway could not have (`setting`'s port in use or not
+ * allowed, HOST not an address of this machine or not resolving), as the
+ * one-line ConfigError a bad value gets, instead of a stack trace naming no
+ * setting. Null when `err` is not that listener's.
+ */
+export function listenError (setting: string, host: string, port: number, err: unknown): ConfigError | null {
+  const e = err as NodeJS.ErrnoException & { port?: number, hostname?: string }
+  if (e.syscall === 'getaddrinfo' && e.hostname === host) return new ConfigError(`invalid configuration:\n  HOST: cannot listen on ${host} (${e.code ?? e.message})`)
+  if (e.syscall !== 'listen' || e.port !== port) return null
+  return new ConfigError(`invalid configuration:\n  ${setting}: cannot listen on ${host}:${port} (${e.code ?? e.message})`)
+}
+
 /** A comma list, entries trimmed, empty entries dropped. */
 export function list (text: string): string[] {
   return text.split(',').map((v) => v.trim()).filter((v) => v !== '')

@@ -9,6 +9,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
 import { bearerToken } from '../auth/static-tokens.js'
+import { listenError } from '../config/values.js'
 import { GatewayError } from '../errors.js'
 import type { MetricsSink } from './sink.js'
 
@@ -22,7 +23,7 @@ export interface MetricsServerOptions {
   metrics: Pick<MetricsSink, 'authFailed'>
 }
 
-/** Resolves once listening; rejects when the port cannot be had (the gateway then does not start). */
+/** Resolves once listening; rejects with a ConfigError naming METRICS_PORT when the port cannot be had (the gateway then does not start). */
 export async function listenMetrics (o: MetricsServerOptions): Promise<Server> {
   const allowed = o.token === null ? () => true : tokenCheck(o.token)
   const server = createServer((req, res) => { void answer(req, res) })
@@ -48,9 +49,9 @@ export async function listenMetrics (o: MetricsServerOptions): Promise<Server> {
   }
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
+    server.once('error', (err) => { reject(listenError('METRICS_PORT', o.host, o.port, err) ?? err) })
     server.listen(o.port, o.host, () => {
-      server.removeListener('error', reject)
+      server.removeAllListeners('error')
       resolve()
     })
   })
