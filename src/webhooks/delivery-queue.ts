@@ -12,7 +12,9 @@
  * - retries on what `send` calls retryable, after exponential backoff with
  *   jitter, or the receiver's Retry-After when longer, up to `maxAttempts`;
  * - `close` stops retries and timers, lets what is in flight (and what never
- *   had an attempt) go within a deadline, then aborts the rest;
+ *   had an attempt) go within a deadline, then aborts the rest; with an
+ *   outbox keeping them, a session whose head failed lately keeps all of
+ *   its deliveries back, so the node taking them over sends them in order;
  * - `onEnded` hears of each delivery that ended for good (delivered,
  *   rejected, exhausted, dropped), so the outbox that kept it forgets it;
  *   one abandoned at shutdown is not ended: the outbox keeps it for another
@@ -151,7 +153,7 @@ export class DeliveryQueue {
         if (lane.state !== 'backoff') continue
         // It failed lately: at shutdown there is no time to wait for its receiver.
         clearTimeout(lane.timer ?? undefined)
-        this.#finish(lane, 'abandoned')
+        this.#abandon(lane)
       }
       this.#pump()
     }
@@ -206,7 +208,7 @@ export class DeliveryQueue {
       this.#finish(lane, 'rejected')
       this.#o.logger.warn({ ...log, status: result.status, reason: result.reason }, 'webhook rejected by its receiver; not retried')
     } else if (this.#closing) {
-      this.#finish(lane, 'abandoned')
+      this.#abandon(lane)
       this.#o.logger.debug({ ...log, reason: result.reason }, 'webhook attempt failed while closing; not retried')
     } else if (delivery.attempts >= this.#o.maxAttempts) {
       this.#finish(lane, 'exhausted')
@@ -244,6 +246,21 @@ export class DeliveryQueue {
     if (head !== undefined) this.#remove(lane, head)
     this.#stats[how]++
     if (head !== undefined && how !== 'abandoned') this.#ended(head, how)
+  }
+
+  /**
+   * Abandons the lane's failing head at close. Kept for another node, it
+   * takes the rest of its lane along: sent now, they would reach the
+   * receiver before it. Lost, it leaves a gap, and the rest still goes.
+   */
+  #abandon (lane: Lane): void {
+    if (this.#o.abandonedAre !== 'kept') {
+      this.#finish(lane, 'abandoned')
+      return
+    }
+    const items = [...lane.items]
+    for (const d of items) this.#remove(lane, d)
+    this.#stats.abandoned += items.length
   }
 
   /** Tells `onEnded`, which must not break the queue. */
