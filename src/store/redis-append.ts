@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto'
 import { Cluster, type Redis } from 'ioredis'
 import { AppendGate } from './append-gate.js'
-import { APPEND_COMMAND, APPEND_SCRIPT, type Append, type AppendAnswer, fenced } from './redis-scripts.js'
+import { APPEND_COMMAND, APPEND_SCRIPT, type Append, type AppendAnswer, fenced, fenceOf } from './redis-scripts.js'
 import { type Framed, respArg, respKeys, type WaveArg, WaveCommand } from './redis-wave.js'
 import type { Lease, RetentionOptions, StoredEvent } from './store.js'
 
@@ -87,7 +87,7 @@ interface SessionState {
    */
   coveredTo: number
   coveredBy: number
-  /** The lease epoch of this node's appends; another one forgets the above (another node may have written since). */
+  /** The lease fence (epoch and node) of this node's appends; another one forgets the above (another node may have written since). */
   epoch: string
 }
 
@@ -127,7 +127,7 @@ export class RedisAppender {
     }
     const state = this.#state(sessionId)
     const max = this.#retention.maxEventsPerSession
-    const epoch = lease === undefined ? '' : String(lease.epoch)
+    const epoch = fenceOf(lease)
     if (epoch !== state.epoch) {
       // Under a lease taken anew, others may have written the stream since: read the mark again.
       state.epoch = epoch

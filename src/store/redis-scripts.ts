@@ -8,14 +8,36 @@
  * and the webhook outbox's scripts touch the outbox's keys instead, which
  * all share the `{webhooks}` hash tag so the takeover may touch two nodes'.
  */
-import { FencedError } from './store.js'
+import { FencedError, type Lease } from './store.js'
+
+/**
+ * The fence a write with a lease carries (the scripts' epoch argument):
+ * `<epoch> <node>`. The epoch alone is not enough: a Redis restarted
+ * without persistence, or a replica promoted before it got the last INCR of
+ * a session's epoch counter, hands the same epoch out again, to another
+ * node, while the old owner still holds it.
+ */
+export function fenceOf (lease: Lease | undefined): string {
+  return lease === undefined ? '' : `${lease.epoch} ${lease.node}`
+}
+
+/**
+ * Lua: true when the lease hash `lease` holds the fence (fenceOf): its
+ * epoch and its node. With pcall, so a lease that is no hash is not held
+ * (APPEND_SCRIPT must not abort the other sessions of its call).
+ */
+const HOLDS_LUA = `local function holds (lease, fence)
+  local at = string.find(fence, ' ', 1, true)
+  if not at then return false end
+  return redis.pcall('HGET', lease, 'epoch') == string.sub(fence, 1, at - 1) and redis.pcall('HGET', lease, 'node') == string.sub(fence, at + 1)
+end`
 
 /**
  * Appends to the streams of one or more sessions in one call (a wave of the
  * node's append gate, append-gate.ts, or one session's chunk). KEYS hold 5
  * keys per session: the stream, the record, the lease hash, the followed
  * flag and the largest-frame mark. ARGV holds per session, in the same
- * order: MAXLEN, the TTL flag, the lease epoch, the feed channel, the largest
+ * order: MAXLEN, the TTL flag, the lease's fence (fenceOf), the feed channel, the largest
  * frame the caller knows the mark covers, the byte length of the call's
  * longest frame, the number of events n, then n pairs of an entry id
  * (`<seq>-0`) and its frame. Each event is written as
@@ -37,8 +59,8 @@ import { FencedError } from './store.js'
  * (other sessions of the call are unaffected). A mark the call read bounds
  * every entry up to the call's last id, then and later: ids only grow.
  *
- * - Fencing: with an epoch, nothing of that session is written unless its
- *   lease hash holds that epoch (`FENCED`): a node whose lease lapsed or was
+ * - Fencing: with a fence, nothing of that session is written unless its
+ *   lease hash holds that epoch and node (`FENCED`): a node whose lease lapsed or was
  *   taken can never write the log again, however late its call lands.
  * - Largest-frame mark: the byte length of the longest frame the stream has
  *   ever held, so READ_SCRIPT can size its reads without measuring every
@@ -64,7 +86,8 @@ import { FencedError } from './store.js'
  * Keys of several sessions in one call are only given on a single Redis (on
  * a Cluster they lie in different slots): the store merges only there.
  */
-export const APPEND_SCRIPT = `local results = {}
+export const APPEND_SCRIPT = `${HOLDS_LUA}
+local results = {}
 local a = 1
 for s = 0, #KEYS / 5 - 1 do
   local stream, record, lease, followed, mark = KEYS[5 * s + 1], KEYS[5 * s + 2], KEYS[5 * s + 3], KEYS[5 * s + 4], KEYS[5 * s + 5]
@@ -72,7 +95,7 @@ for s = 0, #KEYS / 5 - 1 do
   local first = a + 7
   a = first + 2 * n
   local result = 0
-  if epoch ~= '' and redis.pcall('HGET', lease, 'epoch') ~= epoch then
+  if epoch ~= '' and not holds(lease, epoch) then
     result = 'FENCED lease epoch ' .. epoch .. ' is not current'
   else
     local answer = largest
@@ -140,7 +163,8 @@ export type AppendAnswer = number | string
  * conversation KEYS[5] and the stream's largest-frame mark KEYS[6] expire in
  * that many seconds, else all are made persistent. Fenced like APPEND_SCRIPT by ARGV[3] against the lease KEYS[3].
  */
-export const PUT_RECORD_SCRIPT = `if ARGV[3] ~= '' and redis.call('HGET', KEYS[3], 'epoch') ~= ARGV[3] then
+export const PUT_RECORD_SCRIPT = `${HOLDS_LUA}
+if ARGV[3] ~= '' and not holds(KEYS[3], ARGV[3]) then
   return redis.error_reply('FENCED lease epoch ' .. ARGV[3] .. ' is not current')
 end
 local ttl = tonumber(ARGV[2])
@@ -166,7 +190,8 @@ export type PutRecord = (meta: string, events: string, lease: string, epoch: str
  * the record KEYS[3] has (an ended session's copy expires with it); fenced by
  * ARGV[1] against the lease KEYS[2].
  */
-export const PUT_CONVERSATION_SCRIPT = `if ARGV[1] ~= '' and redis.call('HGET', KEYS[2], 'epoch') ~= ARGV[1] then
+export const PUT_CONVERSATION_SCRIPT = `${HOLDS_LUA}
+if ARGV[1] ~= '' and not holds(KEYS[2], ARGV[1]) then
   return redis.error_reply('FENCED lease epoch ' .. ARGV[1] .. ' is not current')
 end
 redis.call('SET', KEYS[1], ARGV[2])
@@ -182,7 +207,8 @@ export type PutConversation = (conversation: string, lease: string, meta: string
  * empty) over its first bytes; fenced by ARGV[1] against the lease KEYS[2].
  * APPEND and SETRANGE keep the TTL the key has.
  */
-export const APPEND_CONVERSATION_SCRIPT = `if ARGV[1] ~= '' and redis.call('HGET', KEYS[2], 'epoch') ~= ARGV[1] then
+export const APPEND_CONVERSATION_SCRIPT = `${HOLDS_LUA}
+if ARGV[1] ~= '' and not holds(KEYS[2], ARGV[1]) then
   return redis.error_reply('FENCED lease epoch ' .. ARGV[1] .. ' is not current')
 end
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[2]) then return 0 end

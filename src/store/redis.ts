@@ -80,7 +80,7 @@ import {
   LEASE_RELEASE_SCRIPT, LEASE_RENEW_COMMAND, LEASE_RENEW_SCRIPT, OUTBOX_KEEP_COMMAND, OUTBOX_KEEP_SCRIPT,
   OUTBOX_TAKE_OVER_COMMAND, OUTBOX_TAKE_OVER_SCRIPT, PUT_RECORD_COMMAND, PUT_RECORD_SCRIPT, type PutRecord,
   PUT_CONVERSATION_COMMAND, PUT_CONVERSATION_SCRIPT, type PutConversation, APPEND_CONVERSATION_COMMAND, APPEND_CONVERSATION_SCRIPT, type AppendConversation, READ_COMMAND, READ_COMMAND_RAW, READ_SCRIPT, type ReadWithinBytes,
-  fenced
+  fenced, fenceOf
 } from './redis-scripts.js'
 import { withTimeout } from '../util/with-timeout.js'
 
@@ -303,7 +303,7 @@ export class RedisStore implements EventStore {
     const client = this.#client as unknown as Record<typeof PUT_RECORD_COMMAND, PutRecord>
     try {
       await client[PUT_RECORD_COMMAND](this.#meta(record.id), this.#events(record.id), this.#lease(record.id), this.#epoch(record.id), this.#conversation(record.id), this.#largest(record.id),
-        json, final && ttl > 0 ? ttl : 0, lease === undefined ? '' : String(lease.epoch))
+        json, final && ttl > 0 ? ttl : 0, fenceOf(lease))
     } catch (err) {
       throw fenced(record.id, err)
     }
@@ -393,7 +393,7 @@ export class RedisStore implements EventStore {
   async saveConversation (sessionId: string, data: Buffer, lease?: Lease): Promise<void> {
     const client = this.#client as unknown as Record<typeof PUT_CONVERSATION_COMMAND, PutConversation>
     try {
-      await client[PUT_CONVERSATION_COMMAND](this.#conversation(sessionId), this.#lease(sessionId), this.#meta(sessionId), lease === undefined ? '' : String(lease.epoch), data)
+      await client[PUT_CONVERSATION_COMMAND](this.#conversation(sessionId), this.#lease(sessionId), this.#meta(sessionId), fenceOf(lease), data)
     } catch (err) {
       throw fenced(sessionId, err)
     }
@@ -402,7 +402,7 @@ export class RedisStore implements EventStore {
   async appendConversation (sessionId: string, at: number, data: Buffer, lease?: Lease, head?: Buffer): Promise<boolean> {
     const client = this.#client as unknown as Record<typeof APPEND_CONVERSATION_COMMAND, AppendConversation>
     try {
-      return await client[APPEND_CONVERSATION_COMMAND](this.#conversation(sessionId), this.#lease(sessionId), lease === undefined ? '' : String(lease.epoch), at, data, head ?? '') === 1
+      return await client[APPEND_CONVERSATION_COMMAND](this.#conversation(sessionId), this.#lease(sessionId), fenceOf(lease), at, data, head ?? '') === 1
     } catch (err) {
       throw fenced(sessionId, err)
     }
