@@ -248,7 +248,8 @@ if epoch then
 end
 local last = redis.call('GET', KEYS[2])
 if last and last ~= ARGV[2] then return 0 end
-redis.call('SET', KEYS[2], ARGV[2])
+-- Set only when gone: SET would drop the TTL an ended session's counter has, and it would outlive it.
+if not last then redis.call('SET', KEYS[2], ARGV[2]) end
 redis.call('HSET', KEYS[1], 'node', ARGV[1], 'epoch', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1`
