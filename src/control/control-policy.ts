@@ -44,6 +44,8 @@ export interface GrantingOptions {
 const MODE_FIELDS = ['mode', 'permission_mode', 'permissionMode', 'defaultMode'] as const
 /** Subtypes that carry CLI settings (`settings.permissions`). */
 const SETTINGS_SUBTYPES = new Set(['apply_flag_settings', 'update_settings'])
+/** Settings whose value is a command the CLI runs on the gateway host (hooks, helpers, status lines): never from a client. */
+const COMMAND_SETTINGS = ['hooks', 'apiKeyHelper', 'awsAuthRefresh', 'awsCredentialExport', 'gcpAuthRefresh', 'otelHeadersHelper', 'statusLine', 'subagentStatusLine', 'fileSuggestion'] as const
 
 export class ControlPolicy {
   readonly #allowAll: boolean
@@ -193,8 +195,16 @@ export class ControlPolicy {
     return null
   }
 
-  /** Only reached when the operator lets settings subtypes through: the bypass gate and grants still hold. */
+  /** Only reached when the operator lets settings subtypes through: the bypass gate, grants and the environment gate still hold, commands never pass. */
   #checkSettings (settings: unknown, subtype: string, scope: PolicyScope): Refusal | null {
+    if (isRecord(settings)) {
+      const command = COMMAND_SETTINGS.find((key) => settings[key] !== undefined)
+      if (command !== undefined) return { code: 'control_not_allowed', message: `${subtype} ${command}: settings that run a command on the gateway host are not taken from a client` }
+      // Settings `env` sets the CLI's environment, as update_environment_variables does: the same gate.
+      if (settings.env !== undefined && !this.#allowAll && !this.#allow.has('update_environment_variables')) {
+        return { code: 'control_not_allowed', message: `${subtype} env: setting the CLI's environment needs update_environment_variables in CLIENT_CONTROL_ALLOW` }
+      }
+    }
     const permissions = isRecord(settings) && isRecord(settings.permissions) ? settings.permissions : null
     if (permissions === null) return null
     const mode = checkMode(permissions.defaultMode, `${subtype} permissions.defaultMode`, this.#grant)

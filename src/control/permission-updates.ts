@@ -51,7 +51,8 @@ export function isBroadRule (toolName: unknown, ruleContent: unknown, broadTools
   if (typeof toolName !== 'string') return true // not a rule the CLI can read the same way we do
   let name = toolName
   let content = ruleContent
-  if (name.includes('(') && (content === undefined || content === null)) {
+  // The CLI writes a rule whose content is falsy as its bare name (`{toolName: "Bash(*)", ruleContent: ""}` → `Bash(*)`).
+  if (name.includes('(') && (content === undefined || content === null || content === '')) {
     const parsed = parseRuleString(name)
     name = parsed.toolName
     content = parsed.ruleContent

@@ -35,6 +35,22 @@ z.globalRegistry.add(jsonValue, { id: 'JsonValue' })
 
 /** Tool names and permission rules such as `Bash(git log:*)` or `mcp__server__tool`. */
 const toolRule = z.string().min(1).max(200).regex(/^[A-Za-z0-9_.*-]+(\([^\n\r\0]*\))?$/, 'not a tool name or rule')
+  .refine(oneCliRule, 'the CLI would read this as several rules (a "," or space after a ")" ends a rule)')
+
+/**
+ * The CLI cuts its `--allowedTools` list at a `,` or space outside
+ * parentheses, and any `)` closes them: `Read(x),Bash,Read(y)` would reach it
+ * as three rules, one of them all of Bash, where the policy checked one.
+ */
+function oneCliRule (rule: string): boolean {
+  let inParens = false
+  for (const ch of rule) {
+    if (ch === '(') inParens = true
+    else if (ch === ')') inParens = false
+    else if ((ch === ',' || ch === ' ') && !inParens) return false
+  }
+  return true
+}
 
 export const sessionOptions = z.strictObject({
   model: z.string().min(1).max(100).regex(/^[A-Za-z0-9._:\-[\]]+$/, 'not a model name').optional(),
