@@ -6,6 +6,12 @@
  * its CLI and write nothing more. A renewal that fails because the store does
  * not answer is tried again at the next tick: the append fencing in the store
  * still stops a stale writer, whatever this node believes.
+ *
+ * It also knows until when a lease is surely still this node's (`fresh`):
+ * the store's TTL runs from the moment a renewal lands, so a lease is held
+ * at least SESSION_LEASE_MS after the last confirmed renewal was sent. A node
+ * paused longer than that (SIGSTOP, a VM freeze) may have lost it without
+ * knowing: it confirms it (`confirm`) before it acts on the session again.
  */
 import type { Logger } from 'pino'
 import type { Lease, SessionLeases } from '../store/store.js'
@@ -22,6 +28,8 @@ export interface LeaseKeeperOptions {
 interface Kept {
   lease: Lease
   onFenced: () => void
+  /** When the last acquisition or renewal the store confirmed was sent (ms since the epoch). */
+  confirmedAt: number
 }
 
 export class LeaseKeeper {
@@ -43,9 +51,10 @@ export class LeaseKeeper {
    * node known to be dead whose lease may be taken over at once.
    */
   async acquire (sessionId: string, onFenced: () => void, takeFrom?: string): Promise<Lease | null> {
+    const sentAt = Date.now()
     const lease = await this.#o.leases.acquire(sessionId, this.#o.node, this.#o.ttlMs, takeFrom === undefined ? {} : { takeFrom })
     if (lease === null) return null
-    this.#kept.set(sessionId, { lease, onFenced })
+    this.#kept.set(sessionId, { lease, onFenced, confirmedAt: sentAt })
     this.#arm()
     return lease
   }
@@ -64,6 +73,29 @@ export class LeaseKeeper {
   holds (lease: Lease): boolean {
     const kept = this.#kept.get(lease.sessionId)
     return kept !== undefined && kept.lease.epoch === lease.epoch
+  }
+
+  /** True while `lease` is kept here and its last confirmed renewal is recent enough that no other node can hold it yet. */
+  fresh (lease: Lease): boolean {
+    const kept = this.#kept.get(lease.sessionId)
+    return kept !== undefined && kept.lease.epoch === lease.epoch && Date.now() - kept.confirmedAt < this.#o.ttlMs
+  }
+
+  /**
+   * Renews `lease` now, if it is still kept here: true when it is still this
+   * node's (or had only lapsed, nobody having taken it since: taken back).
+   */
+  async confirm (lease: Lease): Promise<boolean> {
+    if (!this.holds(lease)) return false
+    const sentAt = Date.now()
+    if (!await this.#o.leases.renew(lease, this.#o.ttlMs)) return false
+    this.#confirmed(lease, sentAt)
+    return true
+  }
+
+  #confirmed (lease: Lease, sentAt: number): void {
+    const kept = this.#kept.get(lease.sessionId)
+    if (kept !== undefined && kept.lease.epoch === lease.epoch) kept.confirmedAt = Math.max(kept.confirmedAt, sentAt)
   }
 
   /** Stops renewing without releasing (the session was fenced: the lease is not ours any more). */
@@ -93,12 +125,14 @@ export class LeaseKeeper {
     try {
       await Promise.all([...this.#kept.values()].map(async (kept) => {
         let held: boolean
+        const sentAt = Date.now()
         try {
           held = await this.#o.leases.renew(kept.lease, this.#o.ttlMs)
         } catch (err) {
           this.#o.logger.warn({ session: kept.lease.sessionId, err: (err as Error).message }, 'lease renewal failed; trying again')
           return
         }
+        if (held) this.#confirmed(kept.lease, sentAt)
         if (held || this.#kept.get(kept.lease.sessionId) !== kept) return
         this.#kept.delete(kept.lease.sessionId)
         this.#o.logger.warn({ session: kept.lease.sessionId, epoch: kept.lease.epoch }, 'session lease taken by another node: stopping here')

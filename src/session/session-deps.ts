@@ -26,6 +26,12 @@ export interface SessionOwnership {
    * when the write may be tried again under it.
    */
   reclaim: (lease: Lease) => Promise<boolean>
+  /**
+   * False when this node may have lost `lease` without knowing (it was paused
+   * past SESSION_LEASE_MS since the store last confirmed it): `reclaim` first.
+   * Absent: always fresh.
+   */
+  fresh?: (lease: Lease) => boolean
 }
 
 /** How a session reaches the node that owns it, for clients attached here (src/cluster/router.ts). */

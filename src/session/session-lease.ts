@@ -110,6 +110,14 @@ export class SessionLease {
     if (this.#waiting !== null) { this.#waiting.push({ port, frame }); return true }
     // While the lease is being taken, frames wait for it (own() hands them on, in order).
     if (this.#owning !== null) { this.#waiting = [{ port, frame }]; return true }
+    // Paused past the lease (SIGSTOP, a VM freeze), this node may have lost it without knowing
+    // yet: what clients sent meanwhile (a routed message waiting in its inbox) must not reach
+    // the CLI before the lease is confirmed, or it runs here as well as where the session moved.
+    if (this.#lease !== null && h.ownership.fresh?.(this.#lease) === false) {
+      this.#waiting = [{ port, frame }]
+      void this.#confirm(this.#lease)
+      return true
+    }
     if (this.#lease === null && !h.cliRunning()) {
       // A client routed to the node that runs the CLI: everything it sends goes there.
       if (h.route?.frame(port, frame) === true) return true
@@ -203,6 +211,24 @@ export class SessionLease {
     if (!isFinal(h.record.status) && !h.cliRunning()) await h.markLost()
     h.promoteHolder()
     return true
+  }
+
+  /**
+   * Confirms a lease that may have lapsed while this node was paused: the
+   * frames held meanwhile are handled once it is still this node's, and
+   * refused when another node took it (fenced). A store that does not answer
+   * leaves it as before the pause: the append fencing stops a stale writer.
+   */
+  async #confirm (lease: Lease): Promise<void> {
+    let held = true
+    try {
+      held = await this.#h.ownership.reclaim(lease)
+    } catch (err) {
+      this.#h.log.warn({ err: (err as Error).message }, 'could not confirm the session lease after a pause')
+    }
+    if (this.#gone) return
+    if (!held && this.#lease === lease) { this.fence(); return }
+    this.#settleWaiting(this.#lease !== null)
   }
 
   /**

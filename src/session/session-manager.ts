@@ -107,7 +107,8 @@ export class SessionManager {
       release: async (lease) => await keeper.release(lease),
       forget: (lease) => keeper.forget(lease),
       // Only a lease this node still holds: a write that lands after a release must not bring it back.
-      reclaim: async (lease) => keeper.holds(lease) && await leases.renew(lease, keeper.ttlMs)
+      reclaim: async (lease) => await keeper.confirm(lease),
+      fresh: (lease) => keeper.fresh(lease)
     }
     options.store.onReconnect?.(() => { void this.#saveRecordsAgain() })
   }
