@@ -138,7 +138,9 @@ export function writeConversation (configDir: string, sessionId: string, stored:
   const project = stored.subarray(0, newline).toString('utf8')
   if (project.includes('/') || project === '.' || project === '..') return false
   const local = readConversation(configDir, sessionId)
-  if (local !== null && local.length >= stored.length) return false
+  // Kept only when it is the stored copy grown: a longer file that is not (a frozen node's CLI wrote on while
+  // another node ran the session from the stored copy) would resume without that node's turns.
+  if (local !== null && local.length >= stored.length && local.subarray(0, stored.length).equals(stored)) return false
   let fd: number
   try {
     fd = openBelow(configDir, ['projects', project], `${sessionId}.jsonl`, O_WRONLY | O_CREAT | O_TRUNC, 0o600)

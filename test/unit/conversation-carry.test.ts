@@ -2,10 +2,11 @@
 // `conversationCarry`, src/session/conversation-file.ts): the first save stores
 // the whole file, later ones append only what the CLI wrote since, and a file
 // that is not the stored copy grown (rewritten, shortened, gone and back) is
-// stored whole again. Real files in a temporary config dir, the memory store
+// stored whole again; bringing the copy back keeps a local file only when it
+// is the stored copy grown. Real files in a temporary config dir, the memory store
 // (whose appendConversation the store contract holds to the Redis one's).
 import assert from 'node:assert/strict'
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
@@ -105,5 +106,24 @@ describe('a conversation carried through the store', () => {
     await c.save()
     assert.equal(await c.stored(), '-work-s1\n{"turn":1}\n{"turn":2}\n')
     assert.deepEqual(c.store.writes, ['whole 20', 'append 11 at 20'])
+  })
+
+  it('brings the stored copy back over a local file that is longer but not it grown', async () => {
+    // This node's CLI, frozen with its gateway, finished a turn nobody stored; another node then ran
+    // the session on from the stored copy. Kept, the local file would resume without that node's turn.
+    const c = await carry('diverged')
+    const common = '{"turn":1}\n'
+    writeFileSync(c.file, `${common}{"turn":"2 on the frozen node, never relayed","pad":"xxxxxxxxxxxxxxxx"}\n`)
+    await c.store.saveConversation('s1', Buffer.from(`-work-s1\n${common}{"turn":"2 elsewhere"}\n`))
+    await c.restore()
+    assert.equal(readFileSync(c.file, 'utf8'), `${common}{"turn":"2 elsewhere"}\n`)
+  })
+
+  it('keeps a local file that is the stored copy grown', async () => {
+    const c = await carry('grown')
+    writeFileSync(c.file, '{"turn":1}\n{"turn":2}\n')
+    await c.store.saveConversation('s1', Buffer.from('-work-s1\n{"turn":1}\n'))
+    await c.restore()
+    assert.equal(readFileSync(c.file, 'utf8'), '{"turn":1}\n{"turn":2}\n')
   })
 })
