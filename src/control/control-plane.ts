@@ -180,6 +180,11 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
     this.#clientRequests?.delete(requestId)
   }
 
+  /** A user message, unless its text is a slash command the policy refuses. */
+  checkUserMessage (content: unknown): Refusal | null {
+    return this.#o.policy.checkUserMessage(content)
+  }
+
   /** Unknown frame types pass, but for one that would set the CLI's environment (unless the policy lets it). */
   checkOtherType (value: Record<string, unknown> & { type: string }): Refusal | null {
     if (value.type !== 'update_environment_variables') return this.#o.policy.checkOtherFrame(value)

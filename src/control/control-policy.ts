@@ -46,6 +46,13 @@ const MODE_FIELDS = ['mode', 'permission_mode', 'permissionMode', 'defaultMode']
 const SETTINGS_SUBTYPES = new Set(['apply_flag_settings', 'update_settings'])
 /** Settings whose value is a command the CLI runs on the gateway host (hooks, helpers, status lines): never from a client. */
 const COMMAND_SETTINGS = ['hooks', 'apiKeyHelper', 'awsAuthRefresh', 'awsCredentialExport', 'gcpAuthRefresh', 'otelHeadersHelper', 'statusLine', 'subagentStatusLine', 'fileSuggestion'] as const
+/**
+ * Slash commands the CLI (2.1.332) runs itself, even in stream-json mode, that
+ * write its user settings: `/config permissionMode=auto` (alias `/settings`)
+ * sets `permissions.defaultMode` in the tenant's settings.json, and every later
+ * session of the tenant starts in that mode and runs Bash with no prompt.
+ */
+const USER_SETTINGS_COMMANDS = new Set(['config', 'settings'])
 
 export class ControlPolicy {
   readonly #allowAll: boolean
@@ -76,6 +83,27 @@ export class ControlPolicy {
       for (const field of MODE_FIELDS) {
         const refusal = checkMode(holder[field], `${frame.type} ${where}${field}`, this.#grant)
         if (refusal !== null) return refusal
+      }
+    }
+    return null
+  }
+
+  /**
+   * A user message, before it is written to the CLI: the CLI runs a text (or
+   * any text block) that starts with a slash command itself. Commands that
+   * write the user settings are a permission update to `userSettings`, held to
+   * PERMISSION_UPDATE_DESTINATIONS. Matched loosely (leading space, any case):
+   * a near miss the CLI does not run loses nothing the model would need.
+   */
+  checkUserMessage (content: unknown): Refusal | null {
+    if (this.#grant.destinations.has('userSettings')) return null
+    const texts = typeof content === 'string' ? [content] : Array.isArray(content) ? content.map((b) => isRecord(b) ? b.text : undefined) : []
+    for (const text of texts) {
+      const name = typeof text === 'string' ? /^\s*\/([^\s/]+)/.exec(text)?.[1]?.toLowerCase() : undefined
+      if (name === undefined || !USER_SETTINGS_COMMANDS.has(name)) continue
+      return {
+        code: 'permission_update_not_allowed',
+        message: `The slash command /${name} writes the CLI's user settings (its permission mode among them) for every session of the tenant; clients may not write userSettings (PERMISSION_UPDATE_DESTINATIONS)`
       }
     }
     return null

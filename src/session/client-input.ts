@@ -57,6 +57,9 @@ export class ClientInput {
       return
     }
     if (frame.type === 'user') {
+      // Before the uuid is remembered: a refused message was never forwarded.
+      const refusedText = h.control.checkUserMessage(frame.message.content)
+      if (refusedText !== null) { fail(refusedText.code, refusedText.message); return }
       // A message resent after a reconnect (same uuid) reaches the CLI once.
       if (frame.uuid !== undefined && h.seenUuids.seen(frame.uuid)) return
       const state = h.cliState()
