@@ -18,7 +18,7 @@ import { after, before, describe, it } from 'node:test'
 import { Cluster, Redis } from 'ioredis'
 import { type Frame, isError, isHello, isPrompt, isResult, isStatus } from '../support/frames.js'
 import { TOKEN_A, TOKEN_B, TestClient, eventually, processAlive } from '../support/gateway.js'
-import { type GatewayNode, type GatewayNodes, startNodes } from '../support/gateway-nodes.js'
+import { type GatewayNode, type GatewayNodes, holdsIt, isLost, startNodes, takeOver } from '../support/gateway-nodes.js'
 import { type RedisCluster, redisClusterMissing, startRedisCluster } from '../support/redis-cluster.js'
 import { REDIS_URL } from '../support/redis-server.js'
 
@@ -27,18 +27,8 @@ function seqFrames (client: TestClient, fromSeq = 1, toSeq = Infinity): string[]
   return client.raw.filter((_, i) => typeof client.frames[i].seq === 'number' && client.frames[i].seq >= fromSeq && client.frames[i].seq <= toSeq)
 }
 
-const isLost = (f: Frame): boolean => isStatus('stopped')(f) && f.exit?.reason === 'lost'
 const textOf = (f: Frame): string => f.type === 'assistant' ? f.message.content.map((b: any) => b.text ?? '').join('') : ''
 
-const holdsIt = (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller'
-
-/** A controller connected to `node` once it holds the session: its hello, then the owner's `holder` frame. */
-async function takeOver (node: GatewayNode, sessionId: string): Promise<TestClient> {
-  const client = await node.connect(sessionId, 'after=0')
-  await client.waitFor(isHello)
-  await client.waitFor(holdsIt)
-  return client
-}
 
 /** Where the nodes keep their store: one Redis, or a Redis Cluster. */
 interface Backend {

@@ -15,20 +15,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { type Frame, isHello, isResult, isStatus } from '../support/frames.js'
-import { type TestClient, eventually, processAlive } from '../support/gateway.js'
-import { type GatewayNode, type GatewayNodes, startNodes } from '../support/gateway-nodes.js'
+import { isHello, isResult } from '../support/frames.js'
+import { eventually, processAlive } from '../support/gateway.js'
+import { type GatewayNode, type GatewayNodes, isLost, startNodes, takeOver } from '../support/gateway-nodes.js'
 import { REDIS_URL } from '../support/redis-server.js'
 
-const isLost = (f: Frame): boolean => isStatus('stopped')(f) && f.exit?.reason === 'lost'
-const holdsIt = (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller'
-
-async function takeOver (node: GatewayNode, sessionId: string): Promise<TestClient> {
-  const client = await node.connect(sessionId, 'after=0')
-  await client.waitFor(isHello)
-  await client.waitFor(holdsIt)
-  return client
-}
 
 describe('a frozen owner that wakes with a routed message in its inbox', { timeout: 60_000 }, () => {
   let cluster: GatewayNodes

@@ -8,8 +8,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { loadConfig } from '../../src/config.js'
 import { TOKEN_A, TOKEN_B, type TestGateway, eventually, gateway } from '../support/gateway.js'
-import { startForwarder } from '../support/forwarder.js'
-import { SDK_ARGS, WAIT_MS, onlySession, sdkInitialize, spawnRemote, userLine } from '../support/remote.js'
+import { SDK_ARGS, WAIT_MS, forwardedRemote, onlySession, sdkInitialize, spawnRemote, userLine } from '../support/remote.js'
 
 /** CLI lines of the session's history as the CLI printed them: gateway frames out, `{"seq":n,` off. */
 async function cliLinesInHistory (gw: TestGateway, sessionId: string, gatewayInitIds = true): Promise<string[]> {
@@ -204,16 +203,8 @@ test('--resume attaches to the gateway session; options that differ from it are 
   assert.match(mismatch.stderr(), /created with model/)
 })
 
-// No keep_alive or ping from the gateway: the only bytes a forwarder sees are the ones the test makes.
-const QUIET = { KEEPALIVE_INTERVAL_MS: '3600000' }
-
 test('a control request and a user line with a uuid lost with the connection are sent again: answered once, run once', async (t) => {
-  const gw = await gateway(t, { env: QUIET })
-  const fwd = await startForwarder(gw.url)
-  t.after(() => fwd.close())
-  const remote = spawnRemote(gw, SDK_ARGS, { CLAUDE_REMOTE_URL: fwd.url })
-  t.after(() => remote.child.kill('SIGKILL'))
-  remote.write(sdkInitialize())
+  const { gw, fwd, remote } = await forwardedRemote(t)
   remote.write(userLine('echo before'))
   await remote.waitLine((f) => f.type === 'result')
 
@@ -243,12 +234,7 @@ test('a control request and a user line with a uuid lost with the connection are
 
 test('a request sent again that the gateway still has in flight: its duplicate_request_id refusal is not the host\'s', async (t) => {
   // The CLI never answers: the initialize and lost-2 stay in flight on the gateway.
-  const gw = await gateway(t, { env: QUIET, cliArgs: ['--fake-mode', 'hang'] })
-  const fwd = await startForwarder(gw.url)
-  t.after(() => fwd.close())
-  const remote = spawnRemote(gw, [...SDK_ARGS, '--debug'], { CLAUDE_REMOTE_URL: fwd.url })
-  t.after(() => remote.child.kill('SIGKILL'))
-  remote.write(sdkInitialize())
+  const { gw, fwd, remote } = await forwardedRemote(t, { cliArgs: ['--fake-mode', 'hang'] }, [...SDK_ARGS, '--debug'])
   const session = await eventually(async () => (await gw.request('GET', '/v1/sessions')).body.sessions[0], WAIT_MS, 'the session')
   // Attached: the initialize went through it to the CLI.
   await eventually(() => gw.stdinLines(session.id).some((l) => l.type === 'control_request'), WAIT_MS, 'the initialize at the CLI')

@@ -6,21 +6,11 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { startForwarder } from '../support/forwarder.js'
-import { gateway } from '../support/gateway.js'
-import { SDK_ARGS, WAIT_MS, onlySession, sdkInitialize, spawnRemote, userLine } from '../support/remote.js'
+import { WAIT_MS, forwardedRemote, onlySession, userLine } from '../support/remote.js'
 import { within } from '../support/waiters.js'
 
-// No keep_alive or ping from the gateway: the only bytes the forwarder sees are the ones the test makes.
-const QUIET = { KEEPALIVE_INTERVAL_MS: '3600000' }
-
 test('stdin EOF while a prompt waits, the refusal lost with the connection: sent again after the reconnect, the turn ends, exit 0', async (t) => {
-  const gw = await gateway(t, { env: QUIET })
-  const fwd = await startForwarder(gw.url)
-  t.after(() => fwd.close())
-  const remote = spawnRemote(gw, SDK_ARGS, { CLAUDE_REMOTE_URL: fwd.url })
-  t.after(() => remote.child.kill('SIGKILL'))
-  remote.write(sdkInitialize())
+  const { gw, fwd, remote } = await forwardedRemote(t)
   remote.write(userLine('ask Bash touch lost-refusal.txt'))
   const prompt = await remote.waitLine((f) => f.type === 'control_request' && f.request.subtype === 'can_use_tool')
   const session = await onlySession(gw)

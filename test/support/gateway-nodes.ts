@@ -11,6 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, statSync } from 'no
 import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { type Frame, isHello, isStatus } from './frames.js'
 import { FAKE_CLI, TOKEN_A, TestClient, type ArgvDump } from './gateway.js'
 import { type GatewayProcess, startGatewayProcess } from './gateway-process.js'
 import { deleteKeys } from './redis-server.js'
@@ -132,4 +133,17 @@ export async function startNodes (options: NodesOptions): Promise<GatewayNodes> 
       await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
     }
   }
+}
+
+/** The status a session is recorded with when its node died or was fenced. */
+export const isLost = (f: Frame): boolean => isStatus('stopped')(f) && f.exit?.reason === 'lost'
+/** The owner's word that this client holds the session. */
+export const holdsIt = (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller'
+
+/** A controller connected to `node` once it holds the session: its hello, then the owner's `holder` frame. */
+export async function takeOver (node: GatewayNode, sessionId: string): Promise<TestClient> {
+  const client = await node.connect(sessionId, 'after=0')
+  await client.waitFor(isHello)
+  await client.waitFor(holdsIt)
+  return client
 }

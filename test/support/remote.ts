@@ -7,7 +7,8 @@ import assert from 'node:assert/strict'
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { TOKEN_A, type TestGateway } from './gateway.js'
+import { startForwarder, type Forwarder } from './forwarder.js'
+import { type GatewayOptions, type Scope, TOKEN_A, type TestGateway, gateway } from './gateway.js'
 import { Waiters } from './waiters.js'
 
 const BIN = fileURLToPath(new URL('../../bin/claude-remote', import.meta.url))
@@ -74,4 +75,19 @@ export async function onlySession (gw: TestGateway): Promise<any> {
   const list = await gw.request('GET', '/v1/sessions')
   assert.equal(list.body.sessions.length, 1)
   return list.body.sessions[0]
+}
+
+/**
+ * A gateway with no keep_alive (so a forwarder sees only the bytes a test
+ * makes), and claude-remote reaching it through a forwarder, initialized;
+ * all ended with the scope.
+ */
+export async function forwardedRemote (scope: Scope, options: GatewayOptions = {}, args: string[] = SDK_ARGS): Promise<{ gw: TestGateway, fwd: Forwarder, remote: Remote }> {
+  const gw = await gateway(scope, { ...options, env: { KEEPALIVE_INTERVAL_MS: '3600000', ...options.env } })
+  const fwd = await startForwarder(gw.url)
+  scope.after(() => fwd.close())
+  const remote = spawnRemote(gw, args, { CLAUDE_REMOTE_URL: fwd.url })
+  scope.after(() => remote.child.kill('SIGKILL'))
+  remote.write(sdkInitialize())
+  return { gw, fwd, remote }
 }

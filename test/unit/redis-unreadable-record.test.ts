@@ -15,26 +15,12 @@ import { RedisStore } from '../../src/store/redis.js'
 import { SignedStore } from '../../src/store/signed-records.js'
 import type { SessionRecord } from '../../src/store/store.js'
 import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
-import { DEFAULT_RETENTION } from '../support/store-contract.js'
+import { DEFAULT_RETENTION, session } from '../support/store-contract.js'
 
 const SECRET = 'r'.repeat(43)
 
-function record (overrides: Partial<SessionRecord> = {}): SessionRecord {
-  const now = new Date().toISOString()
-  return {
-    id: randomUUID(),
-    tenant: 'tenant-a',
-    status: 'running',
-    created_at: now,
-    updated_at: now,
-    options: { model: 'sonnet' },
-    metadata: null,
-    last_seq: 0,
-    resumable: false,
-    exit: null,
-    ...overrides
-  }
-}
+/** A record of tenant-a under a fresh id. */
+const record = (overrides: Partial<SessionRecord> = {}): SessionRecord => session({ id: randomUUID(), tenant: 'tenant-a', ...overrides })
 
 describe('a session record in Redis that cannot be read as one', () => {
   const cleanups: Array<() => Promise<void>> = []
