@@ -12,6 +12,11 @@
  * at least SESSION_LEASE_MS after the last confirmed renewal was sent. A node
  * paused longer than that (SIGSTOP, a VM freeze) may have lost it without
  * knowing: it confirms it (`confirm`) before it acts on the session again.
+ * While the store does not answer (the last renewal or confirmation failed
+ * to reach it), a lease counts as fresh: nothing can be learned from the
+ * store then, the append fencing still stops a stale writer, and a client
+ * frame must not wait a command timeout each time for an answer that will
+ * not come.
  */
 import type { Logger } from 'pino'
 import type { Lease, SessionLeases } from '../store/store.js'
@@ -23,6 +28,8 @@ export interface LeaseKeeperOptions {
   /** SESSION_LEASE_MS. */
   ttlMs: number
   logger: Logger
+  /** The clock (tests). Default Date.now. */
+  now?: () => number
 }
 
 interface Kept {
@@ -30,6 +37,8 @@ interface Kept {
   onFenced: () => void
   /** When the last acquisition or renewal the store confirmed was sent (ms since the epoch). */
   confirmedAt: number
+  /** The store did not answer the last renewal or confirmation. */
+  unreachable: boolean
 }
 
 export class LeaseKeeper {
@@ -38,9 +47,11 @@ export class LeaseKeeper {
   #timer: NodeJS.Timeout | null = null
   /** The renewal round in flight, if any. */
   #renewing: Promise<void> | null = null
+  readonly #now: () => number
 
   constructor (options: LeaseKeeperOptions) {
     this.#o = options
+    this.#now = options.now ?? Date.now
   }
 
   get ttlMs (): number { return this.#o.ttlMs }
@@ -51,10 +62,10 @@ export class LeaseKeeper {
    * node known to be dead whose lease may be taken over at once.
    */
   async acquire (sessionId: string, onFenced: () => void, takeFrom?: string): Promise<Lease | null> {
-    const sentAt = Date.now()
+    const sentAt = this.#now()
     const lease = await this.#o.leases.acquire(sessionId, this.#o.node, this.#o.ttlMs, takeFrom === undefined ? {} : { takeFrom })
     if (lease === null) return null
-    this.#kept.set(sessionId, { lease, onFenced, confirmedAt: sentAt })
+    this.#kept.set(sessionId, { lease, onFenced, confirmedAt: sentAt, unreachable: false })
     this.#arm()
     return lease
   }
@@ -75,10 +86,13 @@ export class LeaseKeeper {
     return kept !== undefined && kept.lease.epoch === lease.epoch
   }
 
-  /** True while `lease` is kept here and its last confirmed renewal is recent enough that no other node can hold it yet. */
+  /**
+   * True while `lease` is kept here and its last confirmed renewal is recent
+   * enough that no other node can hold it yet, or the store does not answer.
+   */
   fresh (lease: Lease): boolean {
     const kept = this.#kept.get(lease.sessionId)
-    return kept !== undefined && kept.lease.epoch === lease.epoch && Date.now() - kept.confirmedAt < this.#o.ttlMs
+    return kept !== undefined && kept.lease.epoch === lease.epoch && (kept.unreachable || this.#now() - kept.confirmedAt < this.#o.ttlMs)
   }
 
   /**
@@ -87,8 +101,16 @@ export class LeaseKeeper {
    */
   async confirm (lease: Lease): Promise<boolean> {
     if (!this.holds(lease)) return false
-    const sentAt = Date.now()
-    if (!await this.#o.leases.renew(lease, this.#o.ttlMs)) return false
+    const sentAt = this.#now()
+    let held: boolean
+    try {
+      held = await this.#o.leases.renew(lease, this.#o.ttlMs)
+    } catch (err) {
+      this.#answered(lease, false)
+      throw err
+    }
+    this.#answered(lease, true)
+    if (!held) return false
     this.#confirmed(lease, sentAt)
     return true
   }
@@ -96,6 +118,12 @@ export class LeaseKeeper {
   #confirmed (lease: Lease, sentAt: number): void {
     const kept = this.#kept.get(lease.sessionId)
     if (kept !== undefined && kept.lease.epoch === lease.epoch) kept.confirmedAt = Math.max(kept.confirmedAt, sentAt)
+  }
+
+  /** Whether the store answered the last renewal or confirmation of `lease`. */
+  #answered (lease: Lease, answered: boolean): void {
+    const kept = this.#kept.get(lease.sessionId)
+    if (kept !== undefined && kept.lease.epoch === lease.epoch) kept.unreachable = !answered
   }
 
   /** Stops renewing without releasing (the session was fenced: the lease is not ours any more). */
@@ -125,13 +153,15 @@ export class LeaseKeeper {
     try {
       await Promise.all([...this.#kept.values()].map(async (kept) => {
         let held: boolean
-        const sentAt = Date.now()
+        const sentAt = this.#now()
         try {
           held = await this.#o.leases.renew(kept.lease, this.#o.ttlMs)
         } catch (err) {
+          this.#answered(kept.lease, false)
           this.#o.logger.warn({ session: kept.lease.sessionId, err: (err as Error).message }, 'lease renewal failed; trying again')
           return
         }
+        this.#answered(kept.lease, true)
         if (held) this.#confirmed(kept.lease, sentAt)
         if (held || this.#kept.get(kept.lease.sessionId) !== kept) return
         this.#kept.delete(kept.lease.sessionId)
