@@ -37,7 +37,7 @@ export class AttentionList {
         attrs: { type: 'button', 'data-session-id': p.session_id, 'data-request-id': p.request_id },
         on: { click: () => { this.onOpen(p.session_id) } }
       },
-      h('span', { class: 'item-top' }, h('strong', {}, p.display_name ?? p.tool_name), h('span', { class: 'muted' }, `${duration(p.age_ms)} · ${shortId(p.session_id)}`)),
+      h('span', { class: 'item-top' }, h('strong', {}, ...revealed(p.display_name ?? p.tool_name)), h('span', { class: 'muted' }, `${duration(p.age_ms)} · ${shortId(p.session_id)}`)),
       h('span', { class: 'item-sub mono' }, ...revealed(p.summary))))))
   }
 }

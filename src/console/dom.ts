@@ -1,7 +1,8 @@
 /**
  * The console's only way to build DOM: elements from a tag, properties and
  * children, where every string becomes a text node (`revealed` names the
- * characters that would not be drawn, for what a person approves). Nothing a session prints
+ * characters that would not be drawn, and draws text in the order it is
+ * written whatever its scripts, for what a person approves). Nothing a session prints
  * is ever parsed as HTML (no innerHTML anywhere in src/console), and the page's
  * Content-Security-Policy forbids inline script besides.
  */
@@ -71,17 +72,45 @@ export function shortId (id: string): string {
  */
 const HIDDEN = /(?![\t\n])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\uFE00-\uFE0F\u{E0100}-\u{E01EF}\u115F\u1160\u3164\uFFA0]/gu
 
-/** `text` as children where each such character is named (`U+202E`, marked) instead of drawn. */
-export function revealed (text: string): Child[] {
+/**
+ * Letters of the scripts written right to left. Among other text, the bidi algorithm draws such a letter's
+ * neighbours around it (digits, words after it moved before it: `rm -rf /tmp/שלום 1` reads as
+ * `rm -rf /tmp/1 שלום`); a run of them is drawn apart, on its own (a word still reads right to left).
+ */
+const RTL_RUN = /[\p{Script=Hebrew}\p{Script=Arabic}\p{Script=Syriac}\p{Script=Thaana}\p{Script=Nko}\p{Script=Samaritan}\p{Script=Mandaic}\p{Script=Adlam}\p{Script=Hanifi_Rohingya}\p{Script=Yezidi}\p{Script=Mende_Kikakui}\p{Script=Imperial_Aramaic}\p{Script=Phoenician}\p{Script=Kharoshthi}\p{Script=Avestan}\p{Script=Nabataean}\p{Script=Palmyrene}\p{Script=Manichaean}\p{Script=Old_South_Arabian}\p{Script=Old_North_Arabian}\p{Script=Inscriptional_Parthian}\p{Script=Inscriptional_Pahlavi}\p{Script=Psalter_Pahlavi}\p{Script=Old_Hungarian}\p{Script=Old_Turkic}\p{Script=Sogdian}\p{Script=Old_Sogdian}\p{Script=Elymaic}\p{Script=Chorasmian}\p{Script=Hatran}\p{Script=Lydian}\p{Script=Cypriot}]/u
+const RTL_RUNS = new RegExp(`(?:${RTL_RUN.source})(?:${RTL_RUN.source}|\\p{M})*`, 'gu')
+
+/**
+ * `text` as children where each such character is named (`U+202E`, marked) instead of drawn. By default
+ * (`literal`: a command, a path, a name) it is also drawn in the order it is written, whatever letters it
+ * holds: one span, left to right, its bidi isolated from around it and overridden within (styles.css
+ * `.literal`), each run of right-to-left letters in it drawn apart (`.rtl-run`). Prose (a description in
+ * the model's words) keeps the usual bidi: `literal` false.
+ */
+export function revealed (text: string, literal = true): Child[] {
   const out: Child[] = []
   let from = 0
   for (const match of text.matchAll(HIDDEN)) {
     const code = (match[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')
-    out.push(text.slice(from, match.index), h('span', { class: 'hidden-char', attrs: { title: 'A character that is not drawn' } }, `U+${code}`))
+    out.push(...(literal ? runs(text.slice(from, match.index)) : [text.slice(from, match.index)]),
+      h('span', { class: 'hidden-char', attrs: { title: 'A character that is not drawn' } }, `U+${code}`))
+    from = match.index + match[0].length
+  }
+  out.push(...(literal ? runs(text.slice(from)) : [text.slice(from)]))
+  const children = out.filter((child) => child !== '')
+  return literal && children.length > 0 ? [h('span', { class: 'literal' }, ...children)] : children
+}
+
+/** `text` with each run of right-to-left letters in an isolate of its own. */
+function runs (text: string): Child[] {
+  const out: Child[] = []
+  let from = 0
+  for (const match of text.matchAll(RTL_RUNS)) {
+    out.push(text.slice(from, match.index), h('span', { class: 'rtl-run', attrs: { dir: 'rtl' } }, match[0]))
     from = match.index + match[0].length
   }
   out.push(text.slice(from))
-  return out.filter((child) => child !== '')
+  return out
 }
 
 /** `text` cut to `max` characters, saying how much was left out. */

@@ -58,7 +58,8 @@ function signedIn (client: GatewayClient): void {
   app = new ConsoleApp(client, (notice) => {
     app = null
     forgetToken()
-    share.signOut()
+    // "Sign out" signs out every tab; a token refused here (notice) is this tab's: another may hold a newer one.
+    if (notice === null) share.signOut()
     signIn(notice)
   })
   replaceChildren(root as HTMLElement, app.element)

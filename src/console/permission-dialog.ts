@@ -9,7 +9,9 @@
  * input, which session-view.ts fetches (`unknownInput` until then). A
  * prompt's Allow buttons take clicks only a moment after it is drawn: the
  * next prompt comes milliseconds after an answer, in the same place, and a
- * click meant for the last one (a double click) must not allow it unseen.
+ * click meant for the last one (a double click) must not allow it unseen;
+ * nor may a key held down on the last one (its repeats are ignored). A
+ * prompt answered is not answered again (a double click) unless refused.
  */
 import type { PermissionDecision, PermissionRequest } from '../client/index.js'
 import { clip, h, replaceChildren, revealed } from './dom.js'
@@ -31,6 +33,8 @@ export class PermissionDialog {
   #shownCanAnswer = false
   #shownUnknown: string | undefined
   #error: string | null = null
+  /** The prompt an answer was sent for, until the gateway refuses it: a second click (a double click) sends no second answer. */
+  #answeredId: string | null = null
   #armTimer: ReturnType<typeof setTimeout> | null = null
 
   constructor (private readonly answerer: PermissionAnswerer) {
@@ -70,6 +74,7 @@ export class PermissionDialog {
   /** An answer the gateway refused (bypass_not_allowed, permission_update_not_allowed): the prompt stays. */
   refused (requestId: string | undefined, message: string): void {
     if (requestId !== undefined && requestId !== this.#shownId) return
+    this.#answeredId = null
     this.#error = message
     const slot = this.element.querySelector('.permission-error')
     if (slot !== null) {
@@ -90,7 +95,11 @@ export class PermissionDialog {
     })
     const message = h('input', { class: 'grow', testid: 'permission-deny-message', attrs: { type: 'text', placeholder: 'Why not? (the model reads this)', 'aria-label': 'Message for the model' } })
     const stop = h('input', { attrs: { type: 'checkbox', id: 'permission-stop' }, testid: 'permission-deny-interrupt' })
-    const answer = (decision: PermissionDecision): void => { this.answerer.answer(request, decision) }
+    const answer = (decision: PermissionDecision): void => {
+      if (this.#answeredId === request.requestId) return
+      this.#answeredId = request.requestId
+      this.answerer.answer(request, decision)
+    }
     const always = (): void => {
       const chosen = choices.filter((c) => c.box.checked).map((c) => c.suggestion)
       answer({ behavior: 'allow', updatedPermissions: chosen })
@@ -99,8 +108,8 @@ export class PermissionDialog {
       answer({ behavior: 'deny', message: message.value.trim() === '' ? 'The user denied this tool use.' : message.value.trim(), interrupt: stop.checked })
     }
     message.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); deny() } })
-    const allowOnce = h('button', { class: 'primary', testid: 'permission-allow', attrs: { type: 'button', disabled: true }, on: { click: () => answer({ behavior: 'allow' }) } }, 'Allow once')
-    const allowAlways = h('button', { testid: 'permission-always', attrs: { type: 'button', disabled: true, title: choices.length === 0 ? 'The CLI suggested nothing to remember' : null }, on: { click: always } }, 'Allow always')
+    const allowOnce = h('button', { class: 'primary', testid: 'permission-allow', attrs: { type: 'button', disabled: true }, on: { click: () => answer({ behavior: 'allow' }), keydown: heldKey } }, 'Allow once')
+    const allowAlways = h('button', { testid: 'permission-always', attrs: { type: 'button', disabled: true, title: choices.length === 0 ? 'The CLI suggested nothing to remember' : null }, on: { click: always, keydown: heldKey } }, 'Allow always')
     this.#disarm()
     this.#armTimer = setTimeout(() => {
       this.#armTimer = null
@@ -112,9 +121,9 @@ export class PermissionDialog {
 
     replaceChildren(this.element,
       h('div', { class: 'permission-top' },
-        h('h2', { attrs: { id: 'permission-title' } }, `Allow ${tool}?`),
+        h('h2', { attrs: { id: 'permission-title' } }, 'Allow ', ...revealed(tool), '?'),
         h('span', { class: 'permission-count' }, waiting > 1 ? `1 of ${waiting} waiting` : '')),
-      request.description === undefined ? null : h('p', { class: 'permission-description' }, request.description),
+      request.description === undefined ? null : h('p', { class: 'permission-description' }, ...revealed(request.description, false)),
       summary === '' ? null : h('pre', { class: 'permission-summary', testid: 'permission-summary' }, ...revealed(summary)),
       request.blockedPath === undefined ? null : h('p', { class: 'muted' }, 'Path: ', ...revealed(request.blockedPath)),
       hasInput ? h('details', {}, h('summary', {}, 'Full input'), h('pre', {}, ...revealed(clip(JSON.stringify(request.input, null, 2), 20_000)))) : null,
@@ -130,4 +139,12 @@ export class PermissionDialog {
         h('label', { class: 'choice', attrs: { for: 'permission-stop' } }, stop, ' and stop'),
         h('button', { class: 'danger', testid: 'permission-deny', attrs: { type: 'button' }, on: { click: deny } }, 'Deny')))
   }
+}
+
+/**
+ * A key held down (the keyboard repeating it) presses no Allow: it went down on the prompt before, whose
+ * answer put this one in its place (and its Allow in focus once armed), so it was not pressed for this one.
+ */
+function heldKey (event: KeyboardEvent): void {
+  if (event.repeat && (event.key === 'Enter' || event.key === ' ')) event.preventDefault()
 }

@@ -76,7 +76,7 @@ export class Transcript {
         }
         const tool = str(request.display_name) ?? str(request.tool_name) ?? 'a tool'
         this.#requests.set(String(f.request_id), tool)
-        this.#append(h('div', { class: 'note note-permission', testid: 'msg-permission' }, `Permission asked: ${tool}`, detail(str(request.description))))
+        this.#append(h('div', { class: 'note note-permission', testid: 'msg-permission' }, 'Permission asked: ', ...revealed(tool), detail(str(request.description))))
         return
       }
       default:
@@ -106,7 +106,7 @@ export class Transcript {
         this.#requests.set(String(f.request_id), str(f.display_name) ?? str(f.tool_name) ?? String(f.request_subtype))
         if (f.request_subtype === 'can_use_tool') {
           this.#append(h('div', { class: 'note note-permission', testid: 'msg-permission' },
-            `Permission asked: ${str(f.display_name) ?? str(f.tool_name) ?? 'a tool'} (the holder answers)`, detail(str(f.description))))
+            'Permission asked: ', ...revealed(str(f.display_name) ?? str(f.tool_name) ?? 'a tool'), ' (the holder answers)', detail(str(f.description))))
         }
         return
       case 'permission_resolved': {
@@ -114,7 +114,7 @@ export class Transcript {
         const by = f.by === null ? '' : typeof f.by === 'string' && f.by.startsWith('http:') ? ' over HTTP' : ''
         const words: Record<string, string> = { allowed: 'allowed', denied: 'denied', timed_out: 'not answered in time (denied)', cancelled: 'withdrawn' }
         this.#append(h('div', { class: `note note-${f.decision === 'allowed' ? 'ok' : 'warn'}`, testid: 'msg-permission-resolved' },
-          `${tool}: ${words[String(f.decision)] ?? String(f.decision)}${by}`))
+          ...revealed(tool), `: ${words[String(f.decision)] ?? String(f.decision)}${by}`))
         return
       }
       case 'cli_problem': // its hint is in the banner while the problem lasts
@@ -333,11 +333,11 @@ export class Transcript {
 }
 
 function toolHead (name: string, summary: string): HTMLElement {
-  return h('div', { class: 'tool-head' }, h('span', { class: 'tool-name' }, name), summary === '' ? null : h('code', { class: 'tool-summary' }, ...revealed(summary)))
+  return h('div', { class: 'tool-head' }, h('span', { class: 'tool-name' }, ...revealed(name)), summary === '' ? null : h('code', { class: 'tool-summary' }, ...revealed(summary)))
 }
 
 function detail (text: string | undefined): HTMLElement | null {
-  return text === undefined || text === '' ? null : h('div', { class: 'note-detail' }, text)
+  return text === undefined || text === '' ? null : h('div', { class: 'note-detail' }, ...revealed(text, false))
 }
 
 /** Text with fenced code blocks (```) set apart as preformatted. */

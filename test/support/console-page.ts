@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { Page } from 'playwright-core'
+import type { Locator, Page } from 'playwright-core'
 import { buildConsole } from '../../scripts/build-console.mjs'
 import { launchChromium } from './chromium.js'
 import { type GatewayOptions, type Scope, TOKEN_A, type TestGateway, gateway } from './gateway.js'
@@ -48,4 +48,34 @@ export async function newSessionHeld (page: Page): Promise<void> {
   await page.getByTestId('new-session').click()
   await page.getByTestId('new-session-submit').click()
   await page.getByTestId('role').and(page.locator('[data-role="holder"]')).waitFor({ timeout: STEP_MS })
+}
+
+/** One character of an element's text and where it is drawn (its box's left edge and top). */
+export interface DrawnChar { ch: string, x: number, y: number }
+
+/**
+ * Every character of `locator`'s text, in the order the text holds it (logical order), with where it is
+ * drawn: what the bidi algorithm did to the order shows in the positions, not in the DOM's text. An element
+ * replaced meanwhile (a list polled and drawn again) is found again, up to `tries` times.
+ */
+export async function drawnChars (locator: Locator, tries = 5): Promise<DrawnChar[]> {
+  const chars = await locator.evaluate((root) => {
+    if (!root.isConnected) return null
+    const out: Array<{ ch: string, x: number, y: number }> = []
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT)
+    for (let node = walker.nextNode(); node !== null; node = walker.nextNode()) {
+      const text = node.textContent ?? ''
+      for (let i = 0; i < text.length; i++) {
+        const range = document.createRange()
+        range.setStart(node, i)
+        range.setEnd(node, i + 1)
+        const box = range.getBoundingClientRect()
+        out.push({ ch: text[i] ?? '', x: box.left, y: box.top })
+      }
+    }
+    return out
+  })
+  if (chars !== null) return chars
+  if (tries <= 1) throw new Error('the element was replaced each time it was measured')
+  return await drawnChars(locator, tries - 1)
 }
