@@ -186,7 +186,7 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
   // Limiters of the plugin's own store, checked by hand: two limits on one route, which
   // per-route `config.rateLimit` hooks cannot do (the first to run marks the request done).
   const upgradeLimits = [
-    { what: 'from this address', setting: 'WS_UPGRADES_PER_MINUTE_PER_ADDRESS', check: app.createRateLimit({ max: o.wsUpgradesPerMinutePerAddress, timeWindow: 60_000, keyGenerator: (request) => `ws-address:${normalizeIP(request.ip)}` }) },
+    { what: 'from this address', setting: 'WS_UPGRADES_PER_MINUTE_PER_ADDRESS', check: app.createRateLimit({ max: o.wsUpgradesPerMinutePerAddress, timeWindow: 60_000, keyGenerator: addressKey }) },
     { what: 'for this tenant', setting: 'WS_UPGRADES_PER_MINUTE', check: app.createRateLimit({ max: o.wsUpgradesPerMinute, timeWindow: 60_000, keyGenerator: (request) => `ws-tenant:${request.tenant}` }) }
   ]
   app.decorate('upgradeLimit', async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
@@ -199,6 +199,17 @@ async function security (app: FastifyInstance, o: SecurityOptions): Promise<void
       throw new GatewayError('rate_limited', `More than ${verdict.max} WebSocket upgrades per minute ${limit.what} (${limit.setting}); retry in ${verdict.ttlInSeconds} s`)
     }
   })
+}
+
+/**
+ * The per-address upgrade limit's key. `request.ip` is undefined when the
+ * client reset its socket before the request was handled (getpeername fails):
+ * such requests share one key instead of failing with a TypeError (a 500 and
+ * an error log per reset).
+ */
+function addressKey (request: FastifyRequest): string {
+  const ip = request.ip as string | undefined
+  return ip === undefined ? 'ws-address:unknown' : `ws-address:${normalizeIP(ip)}`
 }
 
 /** Fixed one-minute windows of failed authentications per address. */
