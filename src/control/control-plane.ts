@@ -242,6 +242,9 @@ export class ControlPlane<P extends ControlPort = ControlPort> {
   }
 
   #timedOut (pending: PendingRequest): void {
+    // Stopping: stdin is closed and the session is ending, so the request was withdrawn, not left
+    // unanswered (docs/PROTOCOL.md); nothing could reach the CLI, which exits without it.
+    if (this.#o.cliState() !== 'running') { this.#resolved(pending, 'cancelled', null); return }
     this.#write({ type: 'control_response', response: timeoutAnswer(pending, this.#o.permissionTimeoutMs, this.#o.controlRequestTimeoutMs) })
     this.#resolved(pending, 'timed_out', null)
   }
