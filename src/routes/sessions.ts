@@ -78,7 +78,10 @@ export async function sessionRoutes (fastify: FastifyInstance, { manager, placem
     schema: { tags: ['sessions'], summary: 'Stop the session\'s CLI (history is kept), on whichever node runs it', params: sessionParams, response: { 200: sessionBody.describe('The session, stopping'), ...sessionErrors, ...errorResponses('node_unavailable') } }
   }, async (request) => {
     const session = await findSession(manager, request)
+    const here = session.owned
     await session.stopAnywhere('deleted')
-    return session.snapshot() as z.output<typeof sessionBody>
+    if (here) return session.snapshot() as z.output<typeof sessionBody>
+    // Stopped by another node: this node's copy predates the stop, so it is read again, as GET reads it.
+    return await (await findSession(manager, request)).snapshotAnywhere() as z.output<typeof sessionBody>
   })
 }
