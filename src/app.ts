@@ -21,7 +21,7 @@ import { Spawner } from './cli/spawner.js'
 import { reapOrphans } from './cli/reaper.js'
 import { type Config, ConfigError } from './config.js'
 import { ControlPolicy } from './control/control-policy.js'
-import { GatewayError, closeCodes } from './errors.js'
+import { type ErrorCode, GatewayError, closeCodes, errorTable } from './errors.js'
 import { Metrics } from './metrics/metrics.js'
 import { listenMetrics } from './metrics/metrics-server.js'
 import { TimedStore } from './metrics/timed-store.js'
@@ -55,6 +55,9 @@ import type { EventStore } from './store/store.js'
 import { Heartbeat } from './ws/heartbeat.js'
 import { OutboxSweep } from './webhooks/outbox-sweep.js'
 import { WebhookNotifier } from './webhooks/webhook-notifier.js'
+
+/** The table's code for each status Fastify's own client errors carry (the rest are `bad_request`). */
+const CLIENT_ERRORS: Partial<Record<number, ErrorCode>> = { 404: 'not_found', 413: 'payload_too_large', 415: 'unsupported_media_type', 429: 'rate_limited' }
 
 export interface AppParts {
   store?: EventStore
@@ -305,8 +308,10 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
       request.log.error({ err }, 'request failed')
       return reply.code(500).send(new GatewayError('internal').toJSON())
     }
-    const code = status === 413 ? 'payload_too_large' : status === 429 ? 'rate_limited' : 'bad_request'
-    return reply.code(status).send({ statusCode: status, code, message: err.message })
+    // Fastify's own 4xx errors, each under the table's code for its status: a client reads the two together.
+    const code = CLIENT_ERRORS[status] ?? 'bad_request'
+    const known = errorTable[code].statusCode
+    return reply.code(known).send({ statusCode: known, code, message: err.message })
   })
   app.setNotFoundHandler((_request, reply) => reply.code(404).send(new GatewayError('not_found').toJSON()))
 

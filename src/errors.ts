@@ -23,6 +23,7 @@ export const errorTable = {
   too_many_clients: { statusCode: 429, message: 'This session has MAX_CLIENTS_PER_SESSION clients already' },
   tenant_connection_limit: { statusCode: 429, message: 'This tenant has MAX_CONNECTIONS_PER_TENANT connections already' },
   payload_too_large: { statusCode: 413, message: 'Body too large' },
+  unsupported_media_type: { statusCode: 415, message: 'The body is not application/json' },
   store_unavailable: { statusCode: 503, message: 'The event store is unavailable' },
   node_unavailable: { statusCode: 503, message: 'The gateway node running the session did not answer; try again' },
   shutting_down: { statusCode: 503, message: 'The gateway is shutting down' },

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
+import { type ErrorCode, errorTable } from '../../src/errors.js'
 import { TOKEN_A, type TestClient, type TestGateway, gateway, suiteScope } from '../support/gateway.js'
 
 const deep = (depth: number): string => `${'['.repeat(depth)}${']'.repeat(depth)}`
@@ -29,6 +30,7 @@ describe('bad REST input', () => {
     assert.ok(res.status >= 400 && res.status < 500, `${what}: ${res.status} ${JSON.stringify(res.body)}`)
     assert.deepEqual(Object.keys(res.body).sort(), ['code', 'message', 'statusCode'], what)
     assert.equal(res.body.statusCode, res.status, what)
+    assert.equal(errorTable[res.body.code as ErrorCode]?.statusCode, res.status, `${what}: the table's status for ${res.body.code}`)
     assert.equal(typeof res.body.message, 'string')
   }
 
@@ -60,6 +62,9 @@ describe('bad REST input', () => {
     assert.equal(({} as any).isAdmin, undefined)
     const text = await send('POST', '/v1/sessions', 'model=sonnet', { 'content-type': 'text/plain' })
     assertClientError(text, 'text/plain body')
+    const form = await send('POST', '/v1/sessions', 'model=sonnet', { 'content-type': 'application/x-www-form-urlencoded' })
+    assertClientError(form, 'form body')
+    assert.equal(form.body.code, 'unsupported_media_type')
     // Nesting that is merely deep-ish is fine.
     const fine = await send('POST', '/v1/sessions', `{"metadata":${deep(30)}}`)
     assert.equal(fine.status, 201)
