@@ -74,7 +74,7 @@ export async function permissionRoutes (fastify: FastifyInstance, { manager }: P
       body: answerBody,
       response: {
         200: answerResult.describe('The answer went to the CLI'),
-        ...errorResponses(...authErrors, 'bad_request', 'payload_too_large', 'invalid_frame', 'broad_rule_not_allowed', 'bypass_not_allowed', 'permission_update_not_allowed', 'session_not_found', 'unknown_request', 'already_resolved', 'session_not_running', 'store_unavailable', 'node_unavailable')
+        ...errorResponses(...authErrors, 'bad_request', 'payload_too_large', 'unsupported_media_type', 'invalid_frame', 'broad_rule_not_allowed', 'bypass_not_allowed', 'permission_update_not_allowed', 'session_not_found', 'unknown_request', 'already_resolved', 'session_not_running', 'store_unavailable', 'node_unavailable')
       }
     },
     preValidation: jsonBody

@@ -41,7 +41,7 @@ export async function sessionRoutes (fastify: FastifyInstance, { manager, placem
       body: sessionOptions,
       response: {
         201: sessionBody.describe('The new session'),
-        ...errorResponses(...authErrors, 'bad_request', 'payload_too_large', 'broad_rule_not_allowed', 'bypass_not_allowed', 'tenant_session_limit', 'cli_start_failed', 'too_many_sessions', 'shutting_down', 'store_unavailable')
+        ...errorResponses(...authErrors, 'bad_request', 'payload_too_large', 'unsupported_media_type', 'broad_rule_not_allowed', 'bypass_not_allowed', 'tenant_session_limit', 'cli_start_failed', 'too_many_sessions', 'shutting_down', 'store_unavailable')
       }
     },
     preValidation: jsonBody
