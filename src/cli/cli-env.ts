@@ -37,7 +37,9 @@ const allowedPrefixes = ['LC_', 'VERTEX_REGION_']
 const deniedNames = new Set([
   'GATEWAY_TOKENS', 'GATEWAY_TOKENS_FILE', 'REDIS_URL', 'REDIS_URL_FILE', 'JWT_SECRET', 'JWT_SECRET_FILE', 'JWT_PUBLIC_KEY', 'JWT_PUBLIC_KEY_FILE',
   'STORE_SECRET', 'STORE_SECRET_FILE', 'METRICS_TOKEN', 'METRICS_TOKEN_FILE', 'WEBHOOK_SECRET', 'WEBHOOK_SECRET_FILE',
-  'TENANT_API_KEYS', 'TENANT_API_KEYS_FILE'
+  'TENANT_API_KEYS', 'TENANT_API_KEYS_FILE',
+  // A webhook receiver's URL may carry its Basic credentials, or be the credential itself.
+  'WEBHOOK_URL', 'WEBHOOK_URL_FILE'
 ])
 
 export const ENTRYPOINT = 'claude-gateway'
