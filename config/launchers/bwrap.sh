@@ -27,7 +27,7 @@ cli_dir=$(dirname "$(readlink -f "$1")")
 # No --new-session: the CLI must stay in the gateway-made process group so
 # that stopping the session (signals to the group) reaches every process.
 exec bwrap \
-  --die-with-parent \
+  --die-with-parent --cap-drop ALL \
   --unshare-user --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try \
   --ro-bind /usr /usr \
   --ro-bind-try /bin /bin --ro-bind-try /sbin /sbin \

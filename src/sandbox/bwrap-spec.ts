@@ -47,6 +47,12 @@ export interface BwrapPlan {
   workdir: string
   /** Host path of the session's egress proxy socket. */
   egressSocket: string
+  /**
+   * Files shown read-only over their place in the writable folders above:
+   * `source` a gateway-made file (never a tenant's path), `target` the path
+   * inside (user-settings.ts).
+   */
+  readOnly?: ReadonlyArray<{ source: string, target: string }>
   /** Port socat listens on inside the sandbox (its own network namespace). */
   proxyPort: number
   /** The CLI and its arguments. */
@@ -99,8 +105,15 @@ export function systemMounts (exists: (path: string) => 'dir' | 'file' | 'symlin
   return args
 }
 
-/** The namespaces and fresh kernel file systems every sandbox gets (also what the start-up probe runs). */
-export const ISOLATION = ['--unshare-all', '--die-with-parent', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp']
+/**
+ * The namespaces and fresh kernel file systems every sandbox gets (also what
+ * the start-up probe runs). `--cap-drop ALL`: run by root (a gateway in a
+ * container, often), bwrap otherwise keeps every capability inside the
+ * sandbox's user namespace, and CAP_SYS_ADMIN over its own mounts lets a tool
+ * remount the read-only host system (`/usr`, `/etc` entries) read-write or
+ * unmount a read-only cover; unprivileged, it has none to drop.
+ */
+export const ISOLATION = ['--unshare-all', '--die-with-parent', '--cap-drop', 'ALL', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp']
 
 export function buildBwrapSpec (plan: BwrapPlan, system: string[]): BwrapSpec {
   const port = plan.proxyPort
@@ -126,6 +139,7 @@ export function buildBwrapSpec (plan: BwrapPlan, system: string[]): BwrapSpec {
     '--ro-bind', plan.cliDir, plan.cliDir,
     '--bind', plan.tenantRoot, plan.tenantRoot,
     '--bind', plan.configDir, plan.configDir,
+    ...(plan.readOnly ?? []).flatMap((f) => ['--ro-bind', f.source, f.target]),
     '--bind', plan.egressSocket, EGRESS_SOCKET_INSIDE,
     '--chdir', plan.tenantRoot,
     '--',

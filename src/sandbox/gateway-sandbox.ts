@@ -74,6 +74,8 @@ export function gatewaySandbox (config: Config, options: GatewaySandboxOptions):
       socketDir,
       credentials: config.sandboxCredentials,
       apiPaths: config.sandboxApiPaths,
+      pinUserSettings: !config.permissionUpdateDestinations.includes('userSettings'),
+      strictMcpConfig: !config.clientMcpServerTypes.includes('stdio'),
       logger,
       metrics: options.metrics
     })

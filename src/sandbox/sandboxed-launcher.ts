@@ -14,6 +14,7 @@ import type { CliLauncher } from '../cli/cli-handle.js'
 import type { MetricsSink } from '../metrics/sink.js'
 import { holdCredentials } from './api-credentials.js'
 import { buildBwrapSpec } from './bwrap-spec.js'
+import { type PinnedUserSettings, pinUserSettings } from './user-settings.js'
 import type { Destination } from './destinations.js'
 import { EgressProxy } from './egress-proxy.js'
 
@@ -31,6 +32,18 @@ export interface SandboxedLauncherOptions {
   credentials: 'proxy' | 'env'
   /** API paths a CLI may call with the held credential (SANDBOX_API_PATHS). */
   apiPaths: readonly string[]
+  /**
+   * Shows the tenant's user settings read-only (a copy as at the CLI's start):
+   * true unless PERMISSION_UPDATE_DESTINATIONS lists `userSettings`.
+   */
+  pinUserSettings: boolean
+  /**
+   * Adds `--strict-mcp-config`: the CLI then starts no MCP server named in
+   * files a tool can write (the config dir's `.claude.json`, a workspace's
+   * `.mcp.json`), each of which would be a command run with no prompt at
+   * every later start. True unless CLIENT_MCP_SERVER_TYPES lists `stdio`.
+   */
+  strictMcpConfig: boolean
   logger: Logger
   /** Counts what the proxies refuse. */
   metrics?: MetricsSink | undefined
@@ -48,6 +61,12 @@ export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLaunche
     if (mounts === undefined) throw new Error(`session ${spec.sessionId}: no sandbox folders in the spawn spec; refusing to run the CLI unsandboxed`)
     const socketPath = join(options.socketDir, `${randomBytes(6).toString('hex')}.sock`)
     const { env, held } = options.credentials === 'proxy' ? holdCredentials(spec.env, `http://127.0.0.1:${port}`, spec.apiCredential) : { env: spec.env, held: null }
+    // Before the proxy opens: a config dir the gateway cannot prepare fails the start with nothing to close.
+    const settings: PinnedUserSettings | null = options.pinUserSettings ? pinUserSettings(mounts.configDir, options.socketDir) : null
+    const release = (): void => {
+      void proxy.close()
+      settings?.remove()
+    }
     const proxy = new EgressProxy({
       socketPath,
       allow: options.egress,
@@ -64,16 +83,17 @@ export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLaunche
       configDir: mounts.configDir,
       workdir: mounts.workdir,
       egressSocket: socketPath,
+      readOnly: settings === null ? [] : [settings],
       proxyPort: port,
       command: spec.command,
-      args: spec.args,
+      args: options.strictMcpConfig ? [...spec.args, '--strict-mcp-config'] : spec.args,
       env
     }, options.system)
     try {
       return inner({ ...sandboxed, sessionId: spec.sessionId, ...(spec.tenant === undefined ? {} : { tenant: spec.tenant }) }, {
         ...callbacks,
         onExit: (exit) => {
-          void proxy.close()
+          release()
           callbacks.onExit(exit)
         },
         // Only when the caller listens: without it the handle reports the failure through onExit.
@@ -81,14 +101,14 @@ export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLaunche
           ? {}
           : {
               onStartFailed: (err: Error) => {
-                void proxy.close()
+                release()
                 callbacks.onStartFailed?.(err)
               }
             })
       })
     } catch (err) {
       // spawn itself threw (E2BIG, …): no CLI, so no exit callback will close the proxy.
-      void proxy.close()
+      release()
       throw err
     }
   }
