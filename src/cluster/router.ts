@@ -97,8 +97,10 @@ type Message =
   | { k: 'moved', s: string, c: string, i?: number, n?: string }
   | { k: 'call', s: string, id: string, n: string, op: CallOp, a: unknown[] }
   | { k: 'reply', id: string, ok: boolean, v?: unknown, moved?: boolean, e?: string, c?: ErrorCode }
+  | { k: 'busy', id: string }
 
-interface LocalClient { sessionId: string, port: ClientPort, owner: string, role: Role }
+/** `holds`: what the owner last said (a `holder` frame), unknown before it says anything. */
+interface LocalClient { sessionId: string, port: ClientPort, owner: string, role: Role, holds?: boolean }
 /** A frame sent to an owner (`owner`, a node) and not yet confirmed by it. */
 interface Unconfirmed { id: number, sessionId: string, port: ClientPort, frame: ClientFrame, sentAt: number, owner: string }
 interface Remote { port: RemotePort, sessionId: string, seen: number }
@@ -116,8 +118,10 @@ export class ClusterRouter {
   readonly #checking = new Set<string>()
   #frameCount = 0
   /** Calls waiting for their owner's reply, by call id. */
-  readonly #calls = new Map<string, { resolve: (v: unknown) => void, reject: (e: Error) => void, timer: NodeJS.Timeout }>()
+  readonly #calls = new Map<string, { resolve: (v: unknown) => void, reject: (e: Error) => void, timer: NodeJS.Timeout, expire: () => NodeJS.Timeout }>()
   #callCount = 0
+  /** When the heartbeat last ran (a late one means this node was paused). */
+  #lastBeat = 0
 
   constructor (options: ClusterRouterOptions) {
     this.#o = options
@@ -125,6 +129,7 @@ export class ClusterRouter {
 
   async start (): Promise<void> {
     await this.#o.bus.start(this.#o.node, (text) => { this.#receive(text) })
+    this.#lastBeat = Date.now()
     this.#timer = setInterval(() => { this.#heartbeat() }, this.#o.heartbeatMs)
     this.#timer.unref()
   }
@@ -165,7 +170,7 @@ export class ClusterRouter {
     let list = this.#unconfirmed.get(port.id)
     if (list === undefined) this.#unconfirmed.set(port.id, list = [])
     list.push({ id, sessionId: local.sessionId, port, frame, sentAt: Date.now(), owner: local.owner })
-    this.#post(local.owner, { k: 'frame', s: local.sessionId, c: port.id, n: this.#o.node, r: local.role, f: frame, i: id })
+    this.#post(local.owner, { k: 'frame', s: local.sessionId, c: port.id, n: this.#o.node, r: seenAs(local), f: frame, i: id })
     return true
   }
 
@@ -193,16 +198,17 @@ export class ClusterRouter {
    * Asks the owner of a session to do what an HTTP request here asked
    * (`answer`, `stop`, `pending`) and resolves with its result. Rejects with
    * NotOwner when that node does not own the session (the caller handles it
-   * itself), or an Error when the owner does not reply in time.
+   * itself), or an Error when the owner does not reply in time: nor says
+   * it is still at work on it (`busy`), as while a CLI takes its time to stop.
    */
   async call (owner: string, sessionId: string, op: CallOp, args: unknown[]): Promise<unknown> {
     const id = `${this.#o.node}:${++this.#callCount}`
     return await new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const expire = (): NodeJS.Timeout => setTimeout(() => {
         this.#calls.delete(id)
         reject(new Error(`node ${owner} did not answer in time`))
       }, this.#o.callTimeoutMs ?? 5000)
-      this.#calls.set(id, { resolve, reject, timer })
+      this.#calls.set(id, { resolve, reject, timer: expire(), expire })
       this.#post(owner, { k: 'call', s: sessionId, id, n: this.#o.node, op, a: args })
     })
   }
@@ -273,7 +279,10 @@ export class ClusterRouter {
         if (session?.fromOwner === undefined) local.port.send(m.f)
         else session.fromOwner(local.port, m.f, m.sq)
         // After the holder frame: what this node then resends the client follows it.
-        if (holder !== null) session?.remoteHolder(local.port, holder, m.q)
+        if (holder !== null) {
+          local.holds = holder
+          session?.remoteHolder(local.port, holder, m.q)
+        }
         return
       }
       case 'moved': {
@@ -307,11 +316,8 @@ export class ClusterRouter {
       }
       case 'call': {
         if (m.op === 'create') { this.#create(m); return }
-        const session = this.#owned(m.s)
-        if (session === null) { this.#post(m.n, { k: 'reply', id: m.id, ok: false, moved: true }); return }
-        session.call(m.op as SessionCallOp, m.a).then(
-          (v) => { this.#post(m.n, { k: 'reply', id: m.id, ok: true, v }) },
-          (err: unknown) => { this.#post(m.n, failed(m.id, err)) })
+        if (this.#owned(m.s) === null) { this.#post(m.n, { k: 'reply', id: m.id, ok: false, moved: true }); return }
+        this.#call(m).catch((err: unknown) => { this.#o.logger.error({ err, op: m.op }, 'node bus call failed') })
         return
       }
       case 'reply': {
@@ -322,16 +328,60 @@ export class ClusterRouter {
         if (m.ok) waiting.resolve(m.v)
         else if (m.moved === true) waiting.reject(new NotOwner())
         else waiting.reject(m.c !== undefined ? new GatewayError(m.c, m.e) : new Error(m.e ?? 'the owner failed'))
+        return
+      }
+      case 'busy': {
+        const waiting = this.#calls.get(m.id)
+        if (waiting === undefined) return
+        clearTimeout(waiting.timer)
+        waiting.timer = waiting.expire()
       }
     }
+  }
+
+  /**
+   * Carries out a call on a session owned here once the store says this
+   * node still holds its lease. An owner paused past its lease (SIGSTOP, a
+   * VM freeze) wakes with calls in its inbox before its next renewal tells
+   * it the session moved: carried out at once, an answer reached its fenced
+   * CLI (a tool run for a turn nobody stores) and the caller was told 200,
+   * as client frames were before they waited for LeaseKeeper.confirm. A
+   * lease held by another node sends the caller back (`moved`: it handles
+   * the request where the session runs now); a lapsed one nobody took yet
+   * is answered `node_unavailable` (this node may take it back at its next
+   * renewal: the caller tries again). A store that does not answer decides
+   * nothing: the append fencing still stops a stale writer.
+   */
+  async #call (m: Extract<Message, { k: 'call' }>): Promise<void> {
+    const holder = await this.#holder(m.s)
+    const session = this.#owned(m.s)
+    if (session === null || (holder !== undefined && holder !== null && holder !== this.#o.node)) {
+      this.#post(m.n, { k: 'reply', id: m.id, ok: false, moved: true })
+      return
+    }
+    if (holder === null) { this.#post(m.n, failed(m.id, new GatewayError('node_unavailable'))); return }
+    this.#carryOut(m, async () => await session.call(m.op as SessionCallOp, m.a))
   }
 
   #create (m: Extract<Message, { k: 'call' }>): void {
     const create = this.#o.onCreate
     if (create === undefined) { this.#post(m.n, failed(m.id, new GatewayError('too_many_sessions'))); return }
-    create(String(m.a[0]), m.a[1]).then(
+    this.#carryOut(m, async () => await create(String(m.a[0]), m.a[1]))
+  }
+
+  /**
+   * Runs a call and replies with its outcome; while it runs (a stop waits
+   * for the CLI to go, up to twice CLI_STOP_TIMEOUT_MS), the caller hears
+   * every half call timeout that this node is at work on it: it waits on,
+   * where silence means this node died or hangs.
+   */
+  #carryOut (m: Extract<Message, { k: 'call' }>, run: () => Promise<unknown>): void {
+    const busy = setInterval(() => { this.#post(m.n, { k: 'busy', id: m.id }) }, Math.max(50, (this.#o.callTimeoutMs ?? 5000) / 2))
+    busy.unref()
+    run().then(
       (v) => { this.#post(m.n, { k: 'reply', id: m.id, ok: true, v }) },
       (err: unknown) => { this.#post(m.n, failed(m.id, err)) })
+      .finally(() => { clearInterval(busy) })
   }
 
   #owned (sessionId: string): RoutedSession | null {
@@ -412,8 +462,15 @@ export class ClusterRouter {
 
   #heartbeat (): void {
     this.#resendUnconfirmed()
-    for (const [id, local] of this.#local) this.#post(local.owner, { k: 'attach', s: local.sessionId, c: id, n: this.#o.node, r: local.role })
-    const expired = Date.now() - 3 * this.#o.heartbeatMs
+    for (const [id, local] of this.#local) this.#post(local.owner, { k: 'attach', s: local.sessionId, c: id, n: this.#o.node, r: seenAs(local) })
+    const now = Date.now()
+    // A beat this late means this node was paused (SIGSTOP, a VM freeze, a blocked loop): timers
+    // run before the inbox is read, where the clients' repeated attachments wait. Their silence
+    // was this node's: they count as seen now (a dead node's clients go three beats later).
+    const paused = now - this.#lastBeat > 2 * this.#o.heartbeatMs
+    this.#lastBeat = now
+    if (paused) for (const remote of this.#remote.values()) remote.seen = Math.max(remote.seen, now)
+    const expired = now - 3 * this.#o.heartbeatMs
     for (const [id, remote] of this.#remote) {
       if (remote.seen >= expired) continue
       this.#remote.delete(id)
@@ -426,6 +483,17 @@ export class ClusterRouter {
       this.#o.logger.warn({ to: node, kind: message.k, err: (err as Error).message }, 'node bus send failed')
     })
   }
+}
+
+/**
+ * The role a client's repeated attachment (a heartbeat, or its frames) asks
+ * for: an owner that forgot the client (its node missed three heartbeats)
+ * attaches it again with it, and a controller attaching takes the session.
+ * One the owner last told it does not hold did not just attach: asking for
+ * control again, it took the session from the newer controller holding it.
+ */
+function seenAs (local: LocalClient): Role {
+  return local.holds === false ? 'observer' : local.role
 }
 
 /** A reply saying a call failed; a GatewayError keeps its code, so the caller answers as this node would have. */
