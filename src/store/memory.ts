@@ -53,7 +53,11 @@ export class MemoryStore implements EventStore {
       entry = undefined
     }
     if (entry === undefined && create) {
-      entry = { record: null, events: [], expiresAt: Infinity }
+      // Made by a write without its record (a late append or save after the
+      // entry expired): it expires a TTL later, as on Redis, unless a record
+      // put (which sets its own expiry) follows.
+      const ttl = this.#retention.ttlSecondsAfterEnd
+      entry = { record: null, events: [], expiresAt: ttl > 0 ? this.#now() + ttl * 1000 : Infinity }
       this.#entries.set(id, entry)
     }
     return entry

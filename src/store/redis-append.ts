@@ -39,7 +39,7 @@ export interface RedisAppenderConfig {
   keys: (sessionId: string) => SessionKeys
 }
 
-/** One session's chunk of events for APPEND_SCRIPT: its 5 keys and its arguments (max, TTL flag, epoch, channel, known largest, largest, count, then an id and a frame per event). */
+/** One session's chunk of events for APPEND_SCRIPT: its 5 keys and its arguments (max, TTL, epoch, channel, known largest, largest, count, then an id and a frame per event). */
 interface AppendJob {
   state: SessionState
   args: Array<string | number | Buffer>
@@ -149,10 +149,11 @@ export class RedisAppender {
       }
     }
     if (chunk !== null) chunks.push(chunk)
-    // The TTL check runs once, after the last event.
-    const ttl = this.#retention.ttlSecondsAfterEnd > 0
-    const jobs = chunks.map((c, i): AppendJob => {
-      const args: Array<string | number | Buffer> = [max, ttl && i === chunks.length - 1 ? '1' : '0', epoch, state.channel, known, 0, c.events.length]
+    // The TTL goes with every chunk: each may be the one that creates the stream (the
+    // first), and a later one may fail, leaving it written with no TTL otherwise.
+    const ttl = Math.max(0, Math.floor(this.#retention.ttlSecondsAfterEnd))
+    const jobs = chunks.map((c): AppendJob => {
+      const args: Array<string | number | Buffer> = [max, ttl, epoch, state.channel, known, 0, c.events.length]
       const largest = pushFrames(args, c.events)
       args[LARGEST_ARG] = largest
       return {

@@ -33,11 +33,28 @@ const HOLDS_LUA = `local function holds (lease, fence)
 end`
 
 /**
+ * Lua: how long (ms) a key of a session created now must live, given the
+ * session's record key and the retention TTL in seconds: the record's
+ * remaining TTL, the whole TTL when the record is gone (it expired: the key
+ * would otherwise outlive it for ever), nil when the record is kept for ever
+ * or the TTL is 0. With pcall: a record key that is not there as expected
+ * must not abort a whole wave (APPEND_SCRIPT).
+ */
+const EXPIRY_LUA = `local function expiry (record, ttl)
+  if not ttl or ttl <= 0 then return nil end
+  local left = redis.pcall('PTTL', record)
+  if type(left) ~= 'number' then return nil end
+  if left > 0 then return left end
+  if left == -2 then return ttl * 1000 end
+  return nil
+end`
+
+/**
  * Appends to the streams of one or more sessions in one call (a wave of the
  * node's append gate, append-gate.ts, or one session's chunk). KEYS hold 5
  * keys per session: the stream, the record, the lease hash, the followed
  * flag and the largest-frame mark. ARGV holds per session, in the same
- * order: MAXLEN, the TTL flag, the lease's fence (fenceOf), the feed channel, the largest
+ * order: MAXLEN, the TTL (ttlSecondsAfterEnd; 0: none), the lease's fence (fenceOf), the feed channel, the largest
  * frame the caller knows the mark covers, the byte length of the call's
  * longest frame, the number of events n, then n pairs of an entry id
  * (`<seq>-0`) and its frame. Each event is written as
@@ -74,9 +91,13 @@ end`
  *   is no number (or no string) is that session's error. A Lua error would
  *   abort the whole call, with every other session of the wave: someone who
  *   can write Redis could stop every tenant's appends with one key.
- * - TTL: with the flag "1", a stream without a TTL then gets the remaining
+ * - TTL: with a TTL above 0, a stream without one then gets the remaining
  *   TTL of the session's record, and so does its mark: a stream created after
  *   the session ended (a late retried batch) must expire with its record.
+ *   When the record is gone (it expired before the batch landed), they get
+ *   the whole TTL: without it they would be kept for ever. A record kept for
+ *   ever (a live session) leaves them so; putting one again (a store that
+ *   lost its keys) makes them persistent as it does (PUT_RECORD_SCRIPT).
  * - Followers: when the followed flag exists (a node follows the session, see
  *   redis-feed.ts), the session's entries are published on its channel as
  *   `<id>` and `<frame>` lines, joined by "\n" (frames are one-line JSON; the
@@ -87,14 +108,16 @@ end`
  * a Cluster they lie in different slots): the store merges only there.
  */
 export const APPEND_SCRIPT = `${HOLDS_LUA}
+${EXPIRY_LUA}
 local results = {}
 local a = 1
 for s = 0, #KEYS / 5 - 1 do
   local stream, record, lease, followed, mark = KEYS[5 * s + 1], KEYS[5 * s + 2], KEYS[5 * s + 3], KEYS[5 * s + 4], KEYS[5 * s + 5]
-  local max, ttl, epoch, channel, known, largest, n = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+  local max, ttl, epoch, channel, known, largest, n = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
   local first = a + 7
   a = first + 2 * n
   local result = 0
+  local created = false
   if epoch ~= '' and not holds(lease, epoch) then
     result = 'FENCED lease epoch ' .. epoch .. ' is not current'
   else
@@ -114,6 +137,7 @@ for s = 0, #KEYS / 5 - 1 do
         end
       elseif redis.call('EXISTS', stream) == 0 then
         redis.call('SET', mark, largest)
+        created = true
       else
         answer = -largest
       end
@@ -133,15 +157,16 @@ for s = 0, #KEYS / 5 - 1 do
         published[i - first + 2] = ARGV[i + 1]
       end
     end
+    -- Also after an error: the events written before it (and a mark made for them) must expire too.
+    if ttl > 0 and (created or redis.call('PTTL', stream) == -1) then
+      local left = expiry(record, ttl)
+      if left then
+        redis.call('PEXPIRE', stream, left)
+        redis.call('PEXPIRE', mark, left)
+      end
+    end
     if result == 0 then
       result = answer
-      if ttl == '1' and redis.call('PTTL', stream) == -1 then
-        local left = redis.call('PTTL', record)
-        if left > 0 then
-          redis.call('PEXPIRE', stream, left)
-          redis.call('PEXPIRE', mark, left)
-        end
-      end
       if published then
         redis.call('PUBLISH', channel, table.concat(published, '\\n'))
       end
@@ -187,19 +212,22 @@ export type PutRecord = (meta: string, events: string, lease: string, epoch: str
 
 /**
  * SET of KEYS[1] (a session's conversation file) to ARGV[2], keeping the TTL
- * the record KEYS[3] has (an ended session's copy expires with it); fenced by
- * ARGV[1] against the lease KEYS[2].
+ * the record KEYS[3] has (an ended session's copy expires with it), or
+ * ARGV[3] seconds (the retention TTL, 0: none) when the record is gone (a
+ * late save: it must not be kept for ever); fenced by ARGV[1] against the
+ * lease KEYS[2].
  */
 export const PUT_CONVERSATION_SCRIPT = `${HOLDS_LUA}
+${EXPIRY_LUA}
 if ARGV[1] ~= '' and not holds(KEYS[2], ARGV[1]) then
   return redis.error_reply('FENCED lease epoch ' .. ARGV[1] .. ' is not current')
 end
 redis.call('SET', KEYS[1], ARGV[2])
-local left = redis.call('PTTL', KEYS[3])
-if left > 0 then redis.call('PEXPIRE', KEYS[1], left) end
+local left = expiry(KEYS[3], tonumber(ARGV[3]))
+if left then redis.call('PEXPIRE', KEYS[1], left) end
 return 0`
 export const PUT_CONVERSATION_COMMAND = 'cgwPutConversation'
-export type PutConversation = (conversation: string, lease: string, meta: string, fence: string, data: Buffer) => Promise<unknown>
+export type PutConversation = (conversation: string, lease: string, meta: string, fence: string, data: Buffer, ttl: number) => Promise<unknown>
 
 /**
  * APPEND of ARGV[3] to KEYS[1] (a session's conversation file) if it is

@@ -53,7 +53,7 @@
  *
  * Retention: when a session reaches a final status and ttlSecondsAfterEnd > 0,
  * the record, stream, its largest-frame mark and epoch counter get that TTL (events appended later inherit the meta's
- * remaining TTL); putting a non-final status again makes them persistent.
+ * remaining TTL, or the whole TTL once the meta expired); putting a non-final status again makes them persistent.
  *
  * Failure behaviour: a client created here fails a command instead of
  * queueing it for ever while Redis is unreachable (see redis-client.ts): a
@@ -393,7 +393,7 @@ export class RedisStore implements EventStore {
   async saveConversation (sessionId: string, data: Buffer, lease?: Lease): Promise<void> {
     const client = this.#client as unknown as Record<typeof PUT_CONVERSATION_COMMAND, PutConversation>
     try {
-      await client[PUT_CONVERSATION_COMMAND](this.#conversation(sessionId), this.#lease(sessionId), this.#meta(sessionId), fenceOf(lease), data)
+      await client[PUT_CONVERSATION_COMMAND](this.#conversation(sessionId), this.#lease(sessionId), this.#meta(sessionId), fenceOf(lease), data, Math.max(0, Math.floor(this.#retention.ttlSecondsAfterEnd)))
     } catch (err) {
       throw fenced(sessionId, err)
     }
