@@ -48,25 +48,42 @@ function clientOptions (commandTimeoutMs: number): RedisOptions {
   }
 }
 
+/** Between tries of a command Redis answered TRYAGAIN (a slot migrating). */
+const TRY_AGAIN_DELAY_MS = 100
+
 /**
  * Options for a Cluster this store creates: each node's connection gets
  * `clientOptions` (fail fast, bounded commands) plus the seed URL's
  * credentials and TLS; reads and writes go to masters only (`scaleReads`),
- * so a read never misses an append a replica has not yet received.
+ * so a read never misses an append a replica has not yet received; no
+ * auto-pipelining, and redirections followed until the command times out,
+ * so a resharding (a slot migrating) delays commands rather than fails them.
  */
 function clusterOptions (url: string, commandTimeoutMs: number): ClusterOptions {
   const parsed = new URL(url)
-  const { enableAutoPipelining, autoPipeliningIgnoredCommands, enableOfflineQueue, retryStrategy, ...node } = clientOptions(commandTimeoutMs)
+  const { enableAutoPipelining: _pipelining, autoPipeliningIgnoredCommands: _ignored, enableOfflineQueue, retryStrategy, ...node } = clientOptions(commandTimeoutMs)
   const tls = parsed.protocol === 'rediss:'
   return {
-    enableAutoPipelining,
-    autoPipeliningIgnoredCommands,
+    // No auto-pipelining on a Cluster: while a slot migrates (resharding), an
+    // auto-pipeline gave up on the first TRYAGAIN or ASK of a script, or on a
+    // MOVED of one command when another of its pipeline was written, and
+    // failed whole when the slot map changed under it. Sent alone, ioredis
+    // follows each command's redirections until its timeout (below).
+    enableAutoPipelining: false,
     enableOfflineQueue,
     scaleReads: 'master',
     clusterRetryStrategy: retryStrategy ?? null,
     // Slot moves and failovers are followed, but within about a command timeout.
     retryDelayOnFailover: 100,
     retryDelayOnClusterDown: 100,
+    // While a session's slot migrates (resharding), Redis answers TRYAGAIN to
+    // every script of the session (some key it names does not exist on that
+    // node), until the slot's last key moved. Each try may cost up to three
+    // redirections (ASK, TRYAGAIN, then MOVED from the random node ioredis
+    // tries next): enough of them that the command timeout, not ioredis' 16,
+    // bounds how long a write waits the migration out.
+    retryDelayOnTryAgain: TRY_AGAIN_DELAY_MS,
+    maxRedirections: Math.max(16, 3 * Math.ceil(commandTimeoutMs / TRY_AGAIN_DELAY_MS)),
     slotsRefreshTimeout: Math.max(commandTimeoutMs, 1000),
     // With TLS the seed's host name must reach the TLS layer (server name
     // check) instead of being resolved to an address first.
