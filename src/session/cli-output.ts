@@ -44,6 +44,8 @@ export interface CliOutputHost {
   busy: () => void
   /** The session may have become idle. */
   armIdle: () => void
+  /** A CLI control request was recorded at `seq` (what a hello lists as pending depends on when it is stored). */
+  asked: (requestId: string, seq: number) => void
 }
 
 export class CliOutput {
@@ -86,6 +88,7 @@ export class CliOutput {
         let frame = ''
         const seq = h.events.push((s) => (frame = withSeq(line, msg, s)), (s) => pendingNotice(s, requestId, request))
         h.control.cliRequest(requestId, request, seq, frame)
+        h.asked(requestId, seq)
         h.busy()
         if (request.subtype === 'can_use_tool') {
           h.stepped()

@@ -15,6 +15,12 @@ import { LOST_SCAN_EVENTS } from './unresolved-requests.js'
 /** A CLI control request as recorded. */
 export interface OpenRequest { seq: number, frame: string }
 
+/**
+ * The requests the node running the CLI has pending now (its control plane),
+ * for those asked before the scanned part of the log.
+ */
+export type PendingThere = () => Promise<ReadonlyArray<OpenRequest & { requestId: string }>>
+
 const PAGE = 500
 /** Pages of the store scan stay about this size (CLI lines may be MiBs each). */
 const PAGE_BYTES = 4 * 1024 * 1024
@@ -79,28 +85,43 @@ export class OpenRequests {
   /**
    * Makes `open` complete up to `to` (what this node committed): the requests
    * the last LOST_SCAN_EVENTS events of the stored log leave open, merged
-   * with what was learned while reading. Rejects when the store does not answer.
+   * with what was learned while reading. A log longer than that may hold an
+   * older prompt still open (output went on meanwhile, a subagent's): those
+   * come from `pendingThere` (the owner), when it answers. Rejects when the
+   * store does not answer.
    */
-  async ensure (store: Pick<EventStore, 'read'>, sessionId: string, to: number): Promise<void> {
+  async ensure (store: Pick<EventStore, 'read'>, sessionId: string, to: number, pendingThere?: PendingThere): Promise<void> {
     if (this.#known) return
-    this.#reading ??= this.#read(store, sessionId, to).finally(() => { this.#reading = null })
+    this.#reading ??= this.#read(store, sessionId, to, pendingThere).finally(() => { this.#reading = null })
     await this.#reading
   }
 
-  async #read (store: Pick<EventStore, 'read'>, sessionId: string, to: number): Promise<void> {
+  async #read (store: Pick<EventStore, 'read'>, sessionId: string, to: number, pendingThere: PendingThere | undefined): Promise<void> {
     const generation = this.#generation
     this.#endedMeanwhile = new Set()
     try {
-      const found = new Map<string, OpenRequest>()
+      let found = new Map<string, OpenRequest>()
       let after = Math.max(0, to - LOST_SCAN_EVENTS)
+      /** The first seq the scan read; what came before is outside it, or trimmed from history. */
+      let firstScanned = to + 1
+      let ended = false
       while (after < to) {
         const events = await store.read(sessionId, after, PAGE, PAGE_BYTES)
         for (const e of events) {
           if (e.seq > to) break
           after = e.seq
-          apply(found, changeOf(e.frame, e.seq, true))
+          firstScanned = Math.min(firstScanned, e.seq)
+          const change = changeOf(e.frame, e.seq, true)
+          if (change !== null && 'final' in change) ended = true
+          apply(found, change)
         }
         if (events.length === 0 || (events[events.length - 1]?.seq ?? to) > to) break
+      }
+      // Pending there now and asked before the scan: open at `to` too (unless ended since, learned meanwhile).
+      if (!ended && firstScanned > 1 && to > 0 && pendingThere !== undefined) {
+        const older = new Map<string, OpenRequest>()
+        for (const p of await pendingThere()) if (p.seq < firstScanned) older.set(p.requestId, { seq: p.seq, frame: p.frame })
+        if (older.size > 0) found = new Map([...older, ...found])
       }
       if (generation !== this.#generation) return
       const meanwhile = this.#endedMeanwhile as Set<string> | 'all'

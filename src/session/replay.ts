@@ -87,6 +87,8 @@ export interface ReplayParts {
   wait: ResumeWait
   /** The CLI control requests pending now: those history lost are sent in their place. */
   pending?: () => readonly PendingFrame[]
+  /** The seq the client asked to resume after: pending requests history trimmed between it and `from` go to an observer first. */
+  after?: number | undefined
 }
 
 /**
@@ -106,13 +108,20 @@ export async function replay (att: Attachment, from: number, upTo: number, parts
   // Rendered for the role `att` has at that moment: a notice sent while it observed is owed in full should it hold later.
   const sendRecorded = (event: { seq: number, frame: string }): void => {
     audience.send(port, audience.render(event, att), event.seq)
-    if (audience.holder !== att) noticedUpTo = event.seq
+    if (audience.holder !== att) noticedUpTo = Math.max(noticedUpTo, event.seq)
+  }
+  const pendingWithin = (after: number, to: number): PendingFrame[] =>
+    (parts.pending?.() ?? []).filter((p) => p.seq > after && p.seq <= to).sort((a, b) => a.seq - b.seq)
+  // Trimmed from history before `from` (the oldest seq kept) and still pending: the hello lists their ids, and an
+  // observer gets their notices here, before any later seq; a holder gets them in full right after the replay
+  // (ControlPlane.holderChanged up to the seq returned, which is `from` or later).
+  if (parts.after !== undefined && parts.after < from && audience.holder !== att) {
+    for (const p of pendingWithin(parts.after, from)) sendRecorded(p)
   }
   // Prompts in a hole would otherwise reach no one who resumes over it: its id in the hello, its body nowhere.
   const jump = (to: number): void => {
     audience.send(port, gapFrame(cursor + 1, to))
-    const lost = (parts.pending?.() ?? []).filter((p) => p.seq > cursor && p.seq <= to).sort((a, b) => a.seq - b.seq)
-    for (const p of lost) sendRecorded(p)
+    for (const p of pendingWithin(cursor, to)) sendRecorded(p)
   }
   while (cursor < upTo) {
     const at = cursor

@@ -7,6 +7,7 @@
  * makes those clients clients of the owner (src/cluster/router.ts).
  */
 import type { Logger } from 'pino'
+import type { PendingRequest } from '../control/pending-requests.js'
 import type { RecentIds } from '../control/recent-ids.js'
 import { isRecord } from '../protocol/is-record.js'
 import type { ClientFrame } from '../protocol/client-frames.js'
@@ -15,7 +16,7 @@ import type { Audience, ClientPort, Role } from './audience.js'
 import type { EventLog } from './event-log.js'
 import { askedUuid, isInit, observerFrameOf, statusOf } from './followed-frames.js'
 import { gatewayFrame } from './frames.js'
-import { OpenRequests } from './open-requests.js'
+import { type OpenRequest, OpenRequests } from './open-requests.js'
 import type { SessionRoute } from './session-deps.js'
 
 /** What a client here had sent to the owner that the owner did not confirm. */
@@ -115,14 +116,36 @@ export class SessionFollower {
     const h = this.#h
     if (isFinal(h.record.status)) this.#open.settled()
     try {
-      await this.#open.ensure(h.store, h.id, h.events.committedSeq)
+      await this.#open.ensure(h.store, h.id, h.events.committedSeq, async () => await this.#pendingOnOwner())
     } catch (err) {
       h.log.warn({ err: (err as Error).message }, 'could not read which requests the session has open; a hello lists those followed here')
     }
   }
 
+  /**
+   * The CLI control requests pending on the node running the CLI; none when
+   * no other node runs it or it does not answer (the log's scan alone then).
+   */
+  async #pendingOnOwner (): Promise<PendingRequest[]> {
+    const h = this.#h
+    const route = h.route
+    if (route === undefined || h.owned()) return []
+    try {
+      const owner = await route.owner(h.id)
+      if (owner === null || owner === route.node) return []
+      const pending = await route.call(owner, h.id, 'pending', [])
+      return Array.isArray(pending) ? pending as PendingRequest[] : []
+    } catch (err) {
+      h.log.warn({ err: (err as Error).message }, 'could not ask the node running the session for its pending requests; a hello lists those of the log\'s last events')
+      return []
+    }
+  }
+
   /** The request ids of the CLI control requests the log leaves open, as far as this node has committed it (see knowOpen). */
   get openIds (): string[] { return [...this.#open.open.keys()] }
+
+  /** Those requests as recorded: what a replay here sends where history lost or trimmed them. */
+  get openRequests (): OpenRequest[] { return [...this.#open.open.values()] }
 
   /** Takes what another owner saved since this object was loaded. */
   adopt (fresh: SessionRecord): void {
