@@ -48,9 +48,9 @@ export interface BwrapPlan {
   /** Host path of the session's egress proxy socket. */
   egressSocket: string
   /**
-   * Files shown read-only over their place in the writable folders above:
-   * `source` a gateway-made file (never a tenant's path), `target` the path
-   * inside (user-settings.ts).
+   * Files and folders shown read-only over their place in the writable
+   * folders above: `source` gateway-made (never a tenant's path), `target`
+   * the path inside (user-settings.ts, user-extensions.ts).
    */
   readOnly?: ReadonlyArray<{ source: string, target: string }>
   /** Port socat listens on inside the sandbox (its own network namespace). */

@@ -14,6 +14,7 @@ import type { CliLauncher } from '../cli/cli-handle.js'
 import type { MetricsSink } from '../metrics/sink.js'
 import { holdCredentials } from './api-credentials.js'
 import { buildBwrapSpec } from './bwrap-spec.js'
+import { type PinnedUserExtensions, pinUserExtensions } from './user-extensions.js'
 import { type PinnedUserSettings, pinUserSettings } from './user-settings.js'
 import type { Destination } from './destinations.js'
 import { EgressProxy } from './egress-proxy.js'
@@ -33,8 +34,10 @@ export interface SandboxedLauncherOptions {
   /** API paths a CLI may call with the held credential (SANDBOX_API_PATHS). */
   apiPaths: readonly string[]
   /**
-   * Shows the tenant's user settings read-only (a copy as at the CLI's start):
-   * true unless PERMISSION_UPDATE_DESTINATIONS lists `userSettings`.
+   * Shows the tenant's user settings read-only (a copy as at the CLI's start)
+   * and its user skills, subagents and slash commands as empty read-only
+   * folders (user-extensions.ts): true unless PERMISSION_UPDATE_DESTINATIONS
+   * lists `userSettings`.
    */
   pinUserSettings: boolean
   /**
@@ -63,9 +66,17 @@ export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLaunche
     const { env, held } = options.credentials === 'proxy' ? holdCredentials(spec.env, `http://127.0.0.1:${port}`, spec.apiCredential) : { env: spec.env, held: null }
     // Before the proxy opens: a config dir the gateway cannot prepare fails the start with nothing to close.
     const settings: PinnedUserSettings | null = options.pinUserSettings ? pinUserSettings(mounts.configDir, options.socketDir) : null
+    let extensions: PinnedUserExtensions | null = null
+    try {
+      extensions = options.pinUserSettings ? pinUserExtensions(mounts.configDir, options.socketDir) : null
+    } catch (err) {
+      settings?.remove()
+      throw err
+    }
     const release = (): void => {
       void proxy.close()
       settings?.remove()
+      extensions?.remove()
     }
     const proxy = new EgressProxy({
       socketPath,
@@ -83,7 +94,7 @@ export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLaunche
       configDir: mounts.configDir,
       workdir: mounts.workdir,
       egressSocket: socketPath,
-      readOnly: settings === null ? [] : [settings],
+      readOnly: [...(settings === null ? [] : [settings]), ...(extensions?.mounts ?? [])],
       proxyPort: port,
       command: spec.command,
       args: options.strictMcpConfig ? [...spec.args, '--strict-mcp-config'] : spec.args,
