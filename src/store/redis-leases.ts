@@ -5,7 +5,7 @@
  * Cluster slot beside the session's stream, whose append script checks the
  * same hash. Keys are named by the store (`keys`), which owns the layout.
  */
-import type { Lease, LeaseHolder, SessionLeases } from './store.js'
+import type { Lease, LeaseHolder, RetentionOptions, SessionLeases } from './store.js'
 import {
   LEASE_ACQUIRE_COMMAND, type LeaseAcquire, LEASE_RELEASE_COMMAND, type LeaseRelease, LEASE_RENEW_COMMAND, type LeaseRenew
 } from './redis-scripts.js'
@@ -14,7 +14,9 @@ import type { RedisClient } from './redis.js'
 export interface RedisLeasesConfig {
   /** A client with the lease commands defined (RedisStore defines them). */
   client: RedisClient
-  keys: { lease: (id: string) => string, epoch: (id: string) => string }
+  /** Its ttlSecondsAfterEnd: a counter the scripts make for a session whose record is gone expires in that time. */
+  retention: RetentionOptions
+  keys: { lease: (id: string) => string, epoch: (id: string) => string, meta: (id: string) => string }
 }
 
 type Commands = Record<typeof LEASE_ACQUIRE_COMMAND, LeaseAcquire> & Record<typeof LEASE_RENEW_COMMAND, LeaseRenew> &
@@ -24,20 +26,27 @@ export class RedisLeases implements SessionLeases {
   readonly #client: RedisClient
   readonly #commands: Commands
   readonly #keys: RedisLeasesConfig['keys']
+  readonly #retention: RetentionOptions
 
   constructor (config: RedisLeasesConfig) {
     this.#client = config.client
     this.#commands = config.client as unknown as Commands
     this.#keys = config.keys
+    this.#retention = config.retention
   }
 
+  /** The retention TTL the scripts give a counter they make for a session with no record (0: none). */
+  #ttl (): number { return Math.max(0, Math.floor(this.#retention.ttlSecondsAfterEnd)) }
+
   async acquire (sessionId: string, node: string, ttlMs: number, options: { takeFrom?: string } = {}): Promise<Lease | null> {
-    const epoch = await this.#commands[LEASE_ACQUIRE_COMMAND](this.#keys.lease(sessionId), this.#keys.epoch(sessionId), node, Math.ceil(ttlMs), options.takeFrom ?? '')
+    const epoch = await this.#commands[LEASE_ACQUIRE_COMMAND](
+      this.#keys.lease(sessionId), this.#keys.epoch(sessionId), this.#keys.meta(sessionId), node, Math.ceil(ttlMs), options.takeFrom ?? '', this.#ttl())
     return epoch === null ? null : { sessionId, node, epoch: Number(epoch) }
   }
 
   async renew (lease: Lease, ttlMs: number): Promise<boolean> {
-    const done = await this.#commands[LEASE_RENEW_COMMAND](this.#keys.lease(lease.sessionId), this.#keys.epoch(lease.sessionId), lease.node, lease.epoch, Math.ceil(ttlMs))
+    const done = await this.#commands[LEASE_RENEW_COMMAND](
+      this.#keys.lease(lease.sessionId), this.#keys.epoch(lease.sessionId), this.#keys.meta(lease.sessionId), lease.node, lease.epoch, Math.ceil(ttlMs), this.#ttl())
     return Number(done) === 1
   }
 

@@ -52,8 +52,8 @@
  * or SCAN, so no command has to visit every master.
  *
  * Retention: when a session reaches a final status and ttlSecondsAfterEnd > 0,
- * the record, stream, its largest-frame mark and epoch counter get that TTL (events appended later inherit the meta's
- * remaining TTL, or the whole TTL once the meta expired); putting a non-final status again makes them persistent.
+ * the record, stream, its largest-frame mark and epoch counter get that TTL (events appended later, and a counter a
+ * lease call makes again, inherit the meta's remaining TTL, or the whole TTL once the meta expired); putting a non-final status again makes them persistent.
  *
  * Failure behaviour: a client created here fails a command instead of
  * queueing it for ever while Redis is unreachable (see redis-client.ts): a
@@ -168,8 +168,8 @@ export class RedisStore implements EventStore {
     this.#client.defineCommand(PUT_RECORD_COMMAND, { numberOfKeys: 6, lua: PUT_RECORD_SCRIPT })
     this.#client.defineCommand(PUT_CONVERSATION_COMMAND, { numberOfKeys: 3, lua: PUT_CONVERSATION_SCRIPT })
     this.#client.defineCommand(APPEND_CONVERSATION_COMMAND, { numberOfKeys: 2, lua: APPEND_CONVERSATION_SCRIPT })
-    this.#client.defineCommand(LEASE_ACQUIRE_COMMAND, { numberOfKeys: 2, lua: LEASE_ACQUIRE_SCRIPT })
-    this.#client.defineCommand(LEASE_RENEW_COMMAND, { numberOfKeys: 2, lua: LEASE_RENEW_SCRIPT })
+    this.#client.defineCommand(LEASE_ACQUIRE_COMMAND, { numberOfKeys: 3, lua: LEASE_ACQUIRE_SCRIPT })
+    this.#client.defineCommand(LEASE_RENEW_COMMAND, { numberOfKeys: 3, lua: LEASE_RENEW_SCRIPT })
     this.#client.defineCommand(LEASE_RELEASE_COMMAND, { numberOfKeys: 1, lua: LEASE_RELEASE_SCRIPT })
     this.#client.defineCommand(OUTBOX_KEEP_COMMAND, { numberOfKeys: 2, lua: OUTBOX_KEEP_SCRIPT })
     this.#client.defineCommand(OUTBOX_TAKE_OVER_COMMAND, { numberOfKeys: 3, lua: OUTBOX_TAKE_OVER_SCRIPT })
@@ -179,7 +179,11 @@ export class RedisStore implements EventStore {
       retention: this.#retention,
       keys: (id) => ({ events: this.#events(id), meta: this.#meta(id), lease: this.#lease(id), followed: this.#followed(id), largest: this.#largest(id), channel: this.#channel(id) })
     })
-    this.leases = new RedisLeases({ client: this.#client, keys: { lease: (id) => this.#lease(id), epoch: (id) => this.#epoch(id) } })
+    this.leases = new RedisLeases({
+      client: this.#client,
+      retention: this.#retention,
+      keys: { lease: (id) => this.#lease(id), epoch: (id) => this.#epoch(id), meta: (id) => this.#meta(id) }
+    })
     this.outbox = new RedisOutbox({ client: this.#client, prefix: this.#prefix })
     // ioredis emits `ready` after every (re)connection; a Cluster once all its nodes answer.
     if (this.#client.status === 'ready') this.#everReady = true
@@ -351,7 +355,8 @@ export class RedisStore implements EventStore {
       for (let i = 0; i < members.length && found.length < want; i++) {
         const record = records[i]
         if (record == null || record.tenant !== tenant) stale.push(members[i] as string)
-        else found.push(record)
+        // A record naming another session (copied under this key) is not this member's: it would list its session twice.
+        else if (record.id === members[i]) found.push(record)
       }
       offset += chunk
       if (flat.length < chunk * 2) break
@@ -377,6 +382,8 @@ export class RedisStore implements EventStore {
     const live: SessionRecord[] = []
     const stale: string[] = []
     records.forEach((record, i) => {
+      // A record naming another session (copied under this key) is not this member's, and is left as it is.
+      if (record != null && record.id !== ids[i]) return
       if (record != null && !isFinal(record.status)) live.push(record)
       else stale.push(ids[i] as string)
     })
