@@ -64,6 +64,15 @@ export class MemoryLeases implements SessionLeases {
     return held === undefined ? null : { node: held.node, epoch: held.epoch, ttlMs: Math.max(0, held.expiresAt - this.#now()) }
   }
 
+  /**
+   * The session's entry expired: its epoch goes with it, as the Redis epoch
+   * key expires with the record (else one entry per session ever created
+   * stays for as long as the process runs). Kept while a lease is held.
+   */
+  forget (sessionId: string): void {
+    if (this.#current(sessionId) === undefined) this.#epochs.delete(sessionId)
+  }
+
   /** True when `lease` is the session's current one: what a fenced write requires. */
   isCurrent (lease: Lease): boolean {
     const held = this.#current(lease.sessionId)

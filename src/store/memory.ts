@@ -50,6 +50,7 @@ export class MemoryStore implements EventStore {
     let entry = this.#entries.get(id)
     if (entry !== undefined && entry.expiresAt <= this.#now()) {
       this.#entries.delete(id)
+      this.leases.forget(id)
       entry = undefined
     }
     if (entry === undefined && create) {

@@ -29,4 +29,19 @@ describe('MemoryStore: late appends after an ended session expired', () => {
     assert.deepEqual(await store.read('live', 0, 10), events(1, 2))
     await store.close()
   })
+
+  it('forgets an expired session\'s lease epoch, as the Redis epoch key expires with the record', async () => {
+    let now = Date.parse('2026-01-01T00:00:00Z')
+    const store = new MemoryStore({ retention: { ...DEFAULT_RETENTION, ttlSecondsAfterEnd: 600 }, now: () => now })
+    await store.putSession(session({ id: 's', status: 'running' }))
+    const lease = await store.leases.acquire('s', 'node-a', 30_000)
+    assert.equal(lease?.epoch, 1)
+    await store.leases.release(lease as NonNullable<typeof lease>)
+    await store.putSession(session({ id: 's', status: 'exited' }))
+    now += 601_000
+    assert.equal(await store.getSession('s'), null)
+    // One entry per session ever created, for as long as the gateway ran, until now.
+    assert.equal((await store.leases.acquire('s', 'node-a', 30_000))?.epoch, 1, 'the epoch counter went with the record')
+    await store.close()
+  })
 })
