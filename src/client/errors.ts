@@ -24,7 +24,7 @@ export class GatewayRequestError extends Error {
 /** A control request (interrupt, set_model, …) was answered with an error, or could not be answered. */
 export class ControlRequestError extends Error {
   override name = 'ControlRequestError'
-  /** The gateway's or CLI's code (`not_holder`, `invalid_frame`, `request_timeout`, …), `connection_closed` when close() ended it. */
+  /** The gateway's or CLI's code (`not_holder`, `invalid_frame`, `request_timeout`, …), `connection_closed` when close() ended it, `frame_too_large` when the gateway closed the connection (1009) over it. */
   readonly code: string
   readonly requestId: string
 

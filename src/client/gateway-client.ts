@@ -22,7 +22,8 @@ export interface GatewayClientOptions {
    * (the gateway's `credential` frame, with JWT_EXPIRY_ENDS_CONNECTIONS):
    * it replaces `token` for REST calls and later attaches, and is presented
    * on the connection that asked. Without it such a connection is closed at
-   * the expiry (4401, an 'error').
+   * the expiry (4401, an 'error'). Also asked, once per attach, when a
+   * connection's credential is refused (401 on reconnect, 4401).
    */
   refreshToken?: () => Promise<string> | string
   /** Default: globalThis.fetch. */
@@ -60,8 +61,9 @@ export class GatewayClient {
     return this.#request('GET', `/v1/sessions${queryString(query)}`)
   }
 
-  getSession (id: string): Promise<SessionInfo> {
-    return this.#request('GET', `/v1/sessions/${encodeURIComponent(id)}`)
+  /** `signal` aborts the request (it then rejects with the signal's reason). */
+  getSession (id: string, options: { signal?: AbortSignal } = {}): Promise<SessionInfo> {
+    return this.#request('GET', `/v1/sessions/${encodeURIComponent(id)}`, undefined, options.signal)
   }
 
   /** DELETE /v1/sessions/:id: stops the CLI (history is kept; a later message resumes it). Resolves with the session. */
@@ -100,13 +102,16 @@ export class GatewayClient {
     return this.#request('POST', `/v1/sessions/${encodeURIComponent(sessionId)}/permissions/${encodeURIComponent(requestId)}`, decision)
   }
 
-  /** POST /v1/sessions/:id/ws-ticket: a single-use, 30 s credential for one upgrade. */
-  createTicket (sessionId: string): Promise<WsTicket> {
-    return this.#request('POST', `/v1/sessions/${encodeURIComponent(sessionId)}/ws-ticket`)
+  /** POST /v1/sessions/:id/ws-ticket: a single-use, 30 s credential for one upgrade. `signal` aborts the request. */
+  createTicket (sessionId: string, options: { signal?: AbortSignal } = {}): Promise<WsTicket> {
+    return this.#request('POST', `/v1/sessions/${encodeURIComponent(sessionId)}/ws-ticket`, undefined, options.signal)
   }
 
   /** The token REST calls and new attaches use now. */
   get token (): string | undefined { return this.#token }
+
+  /** True when a refreshToken was given (refreshedToken can renew). */
+  get canRefresh (): boolean { return this.#refresh !== undefined }
 
   /**
    * Asks `refreshToken` for a newer credential (one call for every caller
@@ -138,11 +143,11 @@ export class GatewayClient {
     })
   }
 
-  async #request<T> (method: string, path: string, body?: unknown): Promise<T> {
+  async #request<T> (method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
     const headers: Record<string, string> = {}
     if (this.#token !== undefined) headers.authorization = `Bearer ${this.#token}`
     if (body !== undefined) headers['content-type'] = 'application/json'
-    const res = await this.#fetch(this.url + path, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
+    const res = await this.#fetch(this.url + path, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }), ...(signal === undefined ? {} : { signal }) })
     const text = await res.text()
     let parsed: unknown
     try {

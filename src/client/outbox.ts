@@ -13,6 +13,9 @@
  *   `duplicate_request_id`, which is ignored: the original's answer comes);
  * - permission answers are kept until the prompt is resolved, and sent again
  *   if the gateway hands the prompt out again (a new hold after a drop).
+ * A connection the gateway closed with 1009 (a frame over its
+ * WS_MAX_PAYLOAD_BYTES) drops the largest frame written on it, which is
+ * that frame or one as large: resending it would only close the next one.
  */
 import { ControlRequestError } from './errors.js'
 
@@ -22,24 +25,29 @@ const USER_RESENDS_MAX = 3
 const USERS_MAX = 200
 
 interface Sent { text: string, gen: number | null }
+/** What a frame written on the socket was, to find it again (tooLarge). */
+interface Ref { kind: 'user' | 'call' | 'answer', id: string }
 interface Call extends Sent { resent: boolean, resolve: (response: Record<string, unknown> | undefined) => void, reject: (err: Error) => void }
 
 export class Outbox {
-  #queue: Array<{ text: string, sent: Sent | null }> = []
+  #queue: Array<{ text: string, sent: Sent | null, ref: Ref | null }> = []
   readonly #users = new Map<string, Sent & { resends: number }>()
   readonly #calls = new Map<string, Call>()
   readonly #answers = new Map<string, string>()
   readonly #resentAnswers = new Set<string>()
   #write: ((text: string) => boolean) | null = null
   #gen = 0
+  /** The largest frame written since the last attach, in UTF-8 bytes. */
+  #largest: (Ref & { bytes: number }) | null = null
 
   /** A connection said hello: frames go to `write` from now on (it returns false if the socket cannot take them), queued ones first. */
   attach (gen: number, write: (text: string) => boolean): void {
     this.#gen = gen
     this.#write = write
+    this.#largest = null
     const queued = this.#queue
     this.#queue = []
-    for (const item of queued) this.#send(item.text, item.sent)
+    for (const item of queued) this.#send(item.text, item.sent, item.ref)
   }
 
   /** The connection is gone: frames queue until the next attach. */
@@ -53,7 +61,7 @@ export class Outbox {
     this.#users.delete(uuid)
     this.#users.set(uuid, entry)
     if (this.#users.size > USERS_MAX) this.#users.delete(this.#users.keys().next().value as string)
-    this.#send(text, entry)
+    this.#send(text, entry, { kind: 'user', id: uuid })
   }
 
   /** The gateway wrote the user message with this uuid to the CLI. */
@@ -66,7 +74,7 @@ export class Outbox {
     return new Promise((resolve, reject) => {
       const call: Call = { text, gen: null, resent: false, resolve, reject }
       this.#calls.set(requestId, call)
-      this.#send(text, call)
+      this.#send(text, call, { kind: 'call', id: requestId })
     })
   }
 
@@ -90,7 +98,7 @@ export class Outbox {
   /** A permission answer, kept until `resolved`. */
   answer (requestId: string, text: string): void {
     this.#answers.set(requestId, text)
-    this.#send(text, null)
+    this.#send(text, null, { kind: 'answer', id: requestId })
   }
 
   /** True (and the answer sent again) when this prompt was already answered here: the gateway handed it out again. */
@@ -98,7 +106,7 @@ export class Outbox {
     const text = this.#answers.get(requestId)
     if (text === undefined) return false
     this.#resentAnswers.add(requestId)
-    this.#send(text, null)
+    this.#send(text, null, { kind: 'answer', id: requestId })
     return true
   }
 
@@ -122,12 +130,12 @@ export class Outbox {
       if (entry.gen === this.#gen || entry.gen === null) continue
       if (entry.resends >= USER_RESENDS_MAX) { this.#users.delete(uuid); continue }
       entry.resends++
-      this.#send(entry.text, entry)
+      this.#send(entry.text, entry, { kind: 'user', id: uuid })
     }
-    for (const call of this.#calls.values()) {
+    for (const [requestId, call] of this.#calls) {
       if (call.gen === this.#gen || call.gen === null) continue
       call.resent = true
-      this.#send(call.text, call)
+      this.#send(call.text, call, { kind: 'call', id: requestId })
     }
   }
 
@@ -141,13 +149,51 @@ export class Outbox {
     this.#write = null
   }
 
+  /**
+   * The gateway closed the last connection with 1009: the largest frame
+   * written on it is over its limit (the one refused is, and none was
+   * larger). It is forgotten, not resent: a control request rejects with
+   * `frame_too_large`, a user message is dropped, a permission answer is
+   * dropped (the prompt stays open for a smaller one). Returns what it was.
+   */
+  tooLarge (): Ref | null {
+    const largest = this.#largest
+    this.#largest = null
+    if (largest === null) return null
+    const { kind, id } = largest
+    if (kind === 'user') this.#users.delete(id)
+    if (kind === 'answer') this.resolved(id)
+    const call = kind === 'call' ? this.#calls.get(id) : undefined
+    if (call !== undefined) {
+      this.#calls.delete(id)
+      call.reject(new ControlRequestError(id, 'frame_too_large', 'The control request is over the gateway\'s WS_MAX_PAYLOAD_BYTES'))
+    }
+    return { kind, id }
+  }
+
   get queued (): number { return this.#queue.length }
 
-  #send (text: string, sent: Sent | null): void {
+  #send (text: string, sent: Sent | null, ref: Ref | null): void {
     if (this.#write !== null && this.#write(text)) {
       if (sent !== null) sent.gen = this.#gen
+      if (ref !== null) {
+        const bytes = utf8Length(text)
+        if (this.#largest === null || bytes > this.#largest.bytes) this.#largest = { ...ref, bytes }
+      }
       return
     }
-    this.#queue.push({ text, sent })
+    this.#queue.push({ text, sent, ref })
   }
+}
+
+/** The UTF-8 size of `text` (what WS_MAX_PAYLOAD_BYTES counts), without encoding it. */
+function utf8Length (text: string): number {
+  let bytes = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c < 0x80) bytes += 1
+    else if (c < 0x800) bytes += 2
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) { bytes += 4; i++ } else bytes += 3
+  }
+  return bytes
 }

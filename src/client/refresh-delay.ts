@@ -5,8 +5,19 @@
  * hours early. Shared by the typed client and claude-remote.
  */
 
-/** Milliseconds from `now` until a credential expiring at `expiresAt` should be renewed (0: now). */
+/**
+ * The longest delay setTimeout honours (2^31−1 ms, 24.8 days): a longer one
+ * fires at once (TimeoutOverflowWarning), which would renew at once, and
+ * again for the renewed credential, in a loop.
+ */
+export const MAX_TIMER_MS = 2_147_483_647
+
+/**
+ * Milliseconds from `now` until a credential expiring at `expiresAt` should
+ * be renewed (0: now), at most MAX_TIMER_MS: a caller whose timer fires
+ * while the deadline is still far off should ask again rather than renew.
+ */
 export function refreshDelay (expiresAt: number, now: number): number {
   const left = expiresAt - now
-  return Math.max(0, left - Math.min(60_000, left / 5))
+  return Math.min(MAX_TIMER_MS, Math.max(0, left - Math.min(60_000, left / 5)))
 }

@@ -19,7 +19,7 @@ import type { ContentBlock, GatewayErrorFrame, HelloFrame, LiveFrame, RecordedFr
 import type { GatewayClient } from './gateway-client.js'
 import { Outbox } from './outbox.js'
 import { allowDecision, alwaysAllowDecision, denyDecision, permissionAnswerFrame, permissionFromControlRequest, permissionFromPending } from './permissions.js'
-import { refreshDelay } from './refresh-delay.js'
+import { MAX_TIMER_MS, refreshDelay } from './refresh-delay.js'
 import { uuid } from './uuid.js'
 import { SocketLink } from './socket-link.js'
 import type { WebSocketCtor } from './websocket-like.js'
@@ -89,7 +89,11 @@ export class SessionConnection {
       down: () => this.#outbox.detach(),
       retrying: () => this.#setState(this.#attached ? 'reconnecting' : 'connecting'),
       fail: (err) => this.#fail(err),
-      warn: (err) => this.#emit('error', err)
+      warn: (err) => {
+        // Not resent: the next connection would be closed the same way.
+        if (err instanceof ConnectionError && err.code === 'frame_too_large') this.#outbox.tooLarge()
+        this.#emit('error', err)
+      }
     })
     this.#link.start()
   }
@@ -228,7 +232,9 @@ export class SessionConnection {
       const request = permissionFromControlRequest(frame, true)
       if (request === null) return []
       this.#pending.set(request.requestId, request)
-      return [() => this.#emit('permission', request), () => this.#ask(request)]
+      // Replayed, and not pending at the hello: answered already (its permission_resolved follows), nothing to ask.
+      const answered = this.#catchUpAt !== null && frame.seq <= this.#catchUpAt && !this.#helloPending.has(request.requestId)
+      return answered ? [() => this.#emit('permission', request)] : [() => this.#emit('permission', request), () => this.#ask(request)]
     }
     if (frame.type === 'control_response' && typeof frame.response === 'object' && frame.response !== null) {
       this.#outbox.settle(frame.response)
@@ -320,14 +326,17 @@ export class SessionConnection {
   #refreshBefore (expiresAt: number): void {
     this.#clearRefresh()
     if (!Number.isFinite(expiresAt)) return
+    const delay = refreshDelay(expiresAt, Date.now())
     this.#refreshTimer = setTimeout(() => {
       this.#refreshTimer = null
+      // A deadline beyond one timer's reach (MAX_TIMER_MS): wait again rather than renew weeks early.
+      if (delay === MAX_TIMER_MS) { this.#refreshBefore(expiresAt); return }
       this.#deps.client.refreshedToken().then((token) => {
         if (token !== null && this.#state !== 'closed') this.#link.send(JSON.stringify({ type: 'credential', token }))
       }, (err: unknown) => {
         this.#emit('error', err instanceof Error ? err : new Error(String(err)))
       })
-    }, refreshDelay(expiresAt, Date.now()))
+    }, delay)
   }
 
   #clearRefresh (): void {

@@ -14,6 +14,8 @@ import { OPEN, type WebSocketCtor, type WebSocketLike } from './websocket-like.j
 /** HTTP statuses of a refused upgrade (or ticket) that a retry would only repeat. */
 const FATAL_STATUSES = new Set([400, 401, 403, 404])
 const SUBPROTOCOL = 'claude-gateway.v1'
+/** The gateway's close when the credential a socket lives by was revoked or expired (PROTOCOL.md). */
+const CREDENTIAL_CLOSE = 4401
 
 export interface LinkConfig {
   url: string
@@ -52,6 +54,10 @@ export class SocketLink {
   #watchdog: ReturnType<typeof setTimeout> | null = null
   #lastFrameAt = 0
   #closed = false
+  /** A refusal of the credential (401, 4401) was answered with one refreshToken call since the last hello. */
+  #renewed = false
+  /** The ticket or probe request in flight: aborted when the link moves on or it goes unanswered (#http). */
+  #http: AbortController | null = null
 
   constructor (config: LinkConfig, hooks: LinkHooks) {
     this.#c = config
@@ -65,6 +71,7 @@ export class SocketLink {
   /** The attach succeeded (hello): the next failure starts the backoff from the beginning. */
   attached (): void {
     this.#attempts = 0
+    this.#renewed = false
   }
 
   /** The gateway asked to wait this long before the next attempt (hello `unavailable`). */
@@ -83,6 +90,7 @@ export class SocketLink {
   /** Drops the current socket and attaches again at once (a take-over). */
   restart (): void {
     if (this.#closed) return
+    this.#abortHttp()
     this.#drop()
     this.#clearReconnect()
     void this.#open()
@@ -91,6 +99,7 @@ export class SocketLink {
   close (): void {
     if (this.#closed) return
     this.#closed = true
+    this.#abortHttp()
     this.#drop(1000)
     this.#clearReconnect()
   }
@@ -102,7 +111,7 @@ export class SocketLink {
     let init: { headers: Record<string, string> } | undefined
     if (this.#c.auth === 'ticket') {
       try {
-        query.set('ticket', (await this.#c.client.createTicket(this.#c.sessionId)).ticket)
+        query.set('ticket', (await this.#request((signal) => this.#c.client.createTicket(this.#c.sessionId, { signal }))).ticket)
       } catch (err) {
         if (gen === this.#gen && !this.#closed) this.#refused(err)
         return
@@ -154,7 +163,7 @@ export class SocketLink {
    */
   async #probeRefusal (gen: number): Promise<void> {
     try {
-      await this.#c.client.getSession(this.#c.sessionId)
+      await this.#request((signal) => this.#c.client.getSession(this.#c.sessionId, { signal }))
     } catch (err) {
       if (gen === this.#gen && !this.#closed) this.#refused(err)
       return
@@ -162,8 +171,33 @@ export class SocketLink {
     if (gen === this.#gen && !this.#closed) this.#scheduleReconnect()
   }
 
+  /**
+   * An HTTP request on the way to a socket, given up after
+   * keepAliveTimeoutMs like a silent socket: on a network that dropped it
+   * without a word it would otherwise hold the reconnects for as long as
+   * fetch waits (minutes in Node, unbounded in browsers).
+   */
+  async #request<T> (call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    this.#abortHttp()
+    const controller = new AbortController()
+    this.#http = controller
+    const timer = setTimeout(() => controller.abort(new Error(`No HTTP answer within ${this.#c.keepAliveTimeoutMs} ms`)), this.#c.keepAliveTimeoutMs)
+    try {
+      return await call(controller.signal)
+    } finally {
+      clearTimeout(timer)
+      if (this.#http === controller) this.#http = null
+    }
+  }
+
+  #abortHttp (): void {
+    this.#http?.abort(new Error('The link moved on'))
+    this.#http = null
+  }
+
   /** An HTTP error on the way to a socket (ticket or probe): fatal for refusals a retry repeats. */
   #refused (err: unknown): void {
+    if (err instanceof GatewayRequestError && err.statusCode === 401 && this.#renew(err)) return
     if (err instanceof GatewayRequestError && FATAL_STATUSES.has(err.statusCode)) {
       this.#hooks.fail(err)
       return
@@ -175,12 +209,33 @@ export class SocketLink {
   #onClose (code: number, reason: string): void {
     const verdict = closeVerdict(code)
     if (verdict === 'stop') {
-      this.#hooks.fail(new ConnectionError('policy_close', `The gateway closed the connection with ${code}${reason === '' ? '' : ` (${reason})`}`, code))
+      const err = new ConnectionError('policy_close', `The gateway closed the connection with ${code}${reason === '' ? '' : ` (${reason})`}`, code)
+      if (code !== CREDENTIAL_CLOSE || !this.#renew(err)) this.#hooks.fail(err)
       return
     }
     if (code === 1009) this.#hooks.warn(new ConnectionError('frame_too_large', 'A frame sent was over the gateway\'s WS_MAX_PAYLOAD_BYTES; reconnecting', code))
     if (verdict === 'reconnect') this.#retryAfterMs = null
     this.#scheduleReconnect()
+  }
+
+  /**
+   * The credential was refused (an expired JWT after a long drop or a
+   * sleep, a revoked one): asks refreshToken once per hello for a newer one
+   * and tries again with it; false (the caller gives up with `err`) when
+   * that was done already or there is no refreshToken. If it throws, `err` ends the link.
+   */
+  #renew (err: Error): boolean {
+    if (this.#renewed || !this.#c.client.canRefresh) return false
+    this.#renewed = true
+    this.#hooks.retrying()
+    const gen = this.#gen
+    const current = (): boolean => gen === this.#gen && !this.#closed
+    this.#c.client.refreshedToken().then((token) => {
+      if (!current()) return
+      if (token === null) this.#hooks.fail(err)
+      else this.#scheduleReconnect()
+    }, () => { if (current()) this.#hooks.fail(err) })
+    return true
   }
 
   #scheduleReconnect (): void {
