@@ -60,6 +60,8 @@ export class RemoteBridge {
   /** CLI control requests seen only as `request_pending` (another controller held the session): sent in full, same seq, once claude-remote holds it again. */
   readonly #noticed = new Set<string>()
   #turns = 0
+  /** The host's control requests still waiting for a connection when stdin ended: the end waits for their answers, as the CLI answers every line before its EOF. */
+  readonly #answersBeforeEnd = new Set<string>()
   #lastResultError = false
   #stdinClosed = false
   #silent = false
@@ -67,6 +69,10 @@ export class RemoteBridge {
   readonly #renewal: CredentialRenewal
   #exit!: (code: number) => void
   readonly #done: Promise<number>
+  /** Settles once the session's id is known (or its create or look-up failed): an end begun before waits for it. */
+  readonly #knownId: Promise<void>
+  #located!: () => void
+  #linkStarted = false
 
   /** `random`: the reconnect jitter's source, [0, 1) (Math.random unless a test pins it). */
   constructor (deps: { api: GatewayApi, env: RemoteEnv, args: RemoteArgs, io: BridgeIo, silence?: typeof SILENCE_DEFAULTS, random?: () => number }) {
@@ -75,6 +81,7 @@ export class RemoteBridge {
     this.#args = deps.args
     this.#io = deps.io
     this.#done = new Promise((resolve) => { this.#exit = resolve })
+    this.#knownId = new Promise((resolve) => { this.#located = resolve })
     this.#renewal = new CredentialRenewal({
       token: this.#env.token,
       present: (frame) => {
@@ -124,6 +131,7 @@ export class RemoteBridge {
 
   /** Creates or finds the session and attaches; resolves with the exit code. */
   async run (): Promise<number> {
+    let failed: number | null = null
     try {
       if (this.#args.resume === null) {
         const created = await this.#api.createSession(this.#args.options)
@@ -136,11 +144,20 @@ export class RemoteBridge {
         this.#sessionId = String(existing.id)
       }
     } catch (err) {
-      if (err instanceof ResumeMismatch) { this.#io.warn(err.message); return 2 }
-      this.#io.warn(err instanceof GatewayHttpError ? err.message : `could not reach the gateway: ${String(err)}`)
-      return err instanceof GatewayHttpError && err.status === 400 ? 2 : 1
+      if (err instanceof ResumeMismatch) {
+        this.#io.warn(err.message)
+        failed = 2
+      } else {
+        this.#io.warn(err instanceof GatewayHttpError ? err.message : `could not reach the gateway: ${String(err)}`)
+        failed = err instanceof GatewayHttpError && err.status === 400 ? 2 : 1
+      }
     }
+    this.#located()
+    if (failed !== null) return failed
+    // Ended (signal, stdin EOF) while the gateway was still answering: the end, which waited for the id, stops the session.
+    if (this.#ending.started) return await this.#done
     this.#io.debug(`session ${this.#sessionId}`)
+    this.#linkStarted = true
     this.#link.start()
     return this.#done
   }
@@ -159,6 +176,9 @@ export class RemoteBridge {
   hostEnd (): void {
     if (this.#stdinClosed) return
     this.#stdinClosed = true
+    for (const id of this.#outbox.queuedRequestIds()) {
+      if (this.#input.awaits(id)) this.#answersBeforeEnd.add(id)
+    }
     for (const [id, subtype] of this.#prompts) this.#refusePrompt(id, subtype)
     this.#prompts.clear()
     this.#maybeEnd()
@@ -176,7 +196,9 @@ export class RemoteBridge {
     this.#silent = true
     this.#forcedCode = code
     if (this.#ending.started) {
-      // Already ending (stdin EOF): the signal still ends it now, with its code, once the DELETE went out.
+      // Already ending (stdin EOF): the signal still ends it now, with its code, once the DELETE went out
+      // (the end that began first issues it as soon as the session's id is known).
+      await this.#knownId
       await this.#ending.stopSent()
       this.#finish(code)
       return
@@ -267,6 +289,7 @@ export class RemoteBridge {
         if (id !== null && this.#input.ownAnswered(id, frame)) return
         // Only answers to this host's requests: the CLI prints no others (the gateway's, another client's).
         if (id === null || !this.#input.hostAnswered(id)) return
+        this.#answersBeforeEnd.delete(id)
         break
       case 'control_request':
         if (id !== null) {
@@ -298,7 +321,7 @@ export class RemoteBridge {
         break
     }
     this.#out(withoutSeq(text, frame))
-    if (frame.type === 'result' || frame.type === 'system' || frame.type === 'command_lifecycle') this.#maybeEnd()
+    if (frame.type === 'result' || frame.type === 'system' || frame.type === 'command_lifecycle' || frame.type === 'control_response') this.#maybeEnd()
   }
 
   #gatewayOwn (frame: Record<string, unknown>): void {
@@ -387,6 +410,8 @@ export class RemoteBridge {
     if (id !== null && this.#input.hostAnswered(id)) {
       // What an SDK waiting on that request understands.
       this.#out(refusalAnswer(id, message, code))
+      this.#answersBeforeEnd.delete(id)
+      this.#maybeEnd()
       return
     }
     if (id !== null && this.#answers.has(id) && (code === 'already_resolved' || code === 'unknown_request')) return
@@ -402,13 +427,17 @@ export class RemoteBridge {
   // ---- the end ----
 
   #maybeEnd (): void {
-    if (this.#stdinClosed && !this.#ending.started && this.#turns <= 0) void this.#end(this.#forcedCode ?? (this.#lastResultError ? 1 : 0))
+    if (this.#stdinClosed && !this.#ending.started && this.#turns <= 0 && this.#answersBeforeEnd.size === 0) void this.#end(this.#forcedCode ?? (this.#lastResultError ? 1 : 0))
   }
 
   /** DELETE (stops the CLI), print its last lines until its final status, then exit with `code`. */
   async #end (code: number, stopCli = true): Promise<void> {
     if (!this.#ending.begin()) return
-    if (stopCli && this.#sessionId !== '') await this.#ending.stopSession(this.#sessionId, this.#silent)
+    this.#io.debug(`ending the session (exit ${code})`)
+    // Begun while the session was being created: its CLI already runs on the gateway, and must be stopped too.
+    await this.#knownId
+    // Never attached: no line of it is the host's to wait for.
+    if (stopCli && this.#sessionId !== '') await this.#ending.stopSession(this.#sessionId, this.#silent || !this.#linkStarted)
     this.#finish(code)
   }
 

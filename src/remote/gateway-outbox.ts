@@ -43,6 +43,11 @@ export class GatewayOutbox {
     return this.#queue.some((out) => out.line === line)
   }
 
+  /** The ids of the control requests waiting in the queue, in order. */
+  queuedRequestIds (): string[] {
+    return this.#queue.flatMap((out) => out.requestId === undefined ? [] : [out.requestId])
+  }
+
   /**
    * A new connection said hello: what went out on earlier ones unconfirmed
    * waits until the replay reaches `resendAt` (-1: nothing will be

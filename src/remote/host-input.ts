@@ -79,6 +79,11 @@ export class HostInput {
     this.#deps.send(JSON.stringify({ type: 'control_request', request_id: id, request }), { requestId: id })
   }
 
+  /** True while the host's request `id` waits for its answer. */
+  awaits (id: string): boolean {
+    return this.#hostRequests.has(id)
+  }
+
   /** The answer (or a refusal) to request `id` arrived: true when the host sent it (the answer is the host's). */
   hostAnswered (id: string): boolean {
     return this.#hostRequests.delete(id)

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { connect, createServer, type Socket } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { startForwarder, type Forwarder } from './forwarder.js'
 import { type GatewayOptions, type Scope, TOKEN_A, type TestGateway, gateway } from './gateway.js'
@@ -90,4 +91,107 @@ export async function forwardedRemote (scope: Scope, options: GatewayOptions = {
   scope.after(() => remote.child.kill('SIGKILL'))
   remote.write(sdkInitialize())
   return { gw, fwd, remote }
+}
+
+/**
+ * A TCP gate in front of a gateway, for what claude-remote does while it
+ * waits on the network: `holdWebSockets` keeps new WebSocket upgrades
+ * waiting (their bytes buffered, nothing reaches the gateway) until
+ * `release`, while plain HTTP (the REST calls) passes; `holdCreate` lets
+ * `POST /v1/sessions` reach the gateway but keeps its answer from
+ * claude-remote until `release`.
+ */
+export interface Gate {
+  url: string
+  /** Closes the WebSocket connections open so far; new upgrades wait until `release`. Returns how many were closed. */
+  holdWebSockets: () => number
+  /** The next `POST /v1/sessions` answer waits until `release`. */
+  holdCreate: () => void
+  /** Resolves once a held create's answer has arrived from the gateway (the session exists). */
+  createAnswered: () => Promise<void>
+  /** Lets everything held through, and stops holding. */
+  release: () => void
+  close: () => Promise<void>
+}
+
+export async function startGate (gatewayUrl: string): Promise<Gate> {
+  const target = Number(new URL(gatewayUrl).port)
+  const all = new Set<Socket>()
+  const websockets = new Set<Socket>()
+  let holdingWs = false
+  let holdingCreate = false
+  const waiting: Array<() => void> = []
+  let answered: () => void = () => {}
+  const createAnswered = new Promise<void>((resolve) => { answered = resolve })
+  const track = (s: Socket): void => {
+    all.add(s)
+    s.on('close', () => all.delete(s))
+    s.on('error', () => {})
+  }
+  const server = createServer((client) => {
+    track(client)
+    client.once('data', (first: Buffer) => {
+      const head = first.toString('latin1')
+      const isWs = /^upgrade: websocket/im.test(head)
+      const isCreate = holdingCreate && head.startsWith('POST /v1/sessions ')
+      if (isCreate) holdingCreate = false
+      const open = (): void => {
+        if (client.destroyed) return
+        const upstream = connect(target, '127.0.0.1')
+        track(upstream)
+        if (isWs) {
+          websockets.add(client)
+          client.on('close', () => websockets.delete(client))
+        }
+        upstream.write(first)
+        client.pipe(upstream)
+        if (isCreate) {
+          const held: Buffer[] = []
+          let released = false
+          upstream.on('data', (chunk: Buffer) => {
+            if (released) { client.write(chunk); return }
+            held.push(chunk)
+            answered()
+          })
+          upstream.on('end', () => { if (released) client.end() })
+          waiting.push(() => {
+            released = true
+            for (const chunk of held.splice(0)) client.write(chunk)
+            if (upstream.readableEnded) client.end()
+          })
+        } else {
+          upstream.pipe(client)
+        }
+      }
+      if (isWs && holdingWs) {
+        client.pause()
+        waiting.push(() => { client.resume(); open() })
+      } else {
+        open()
+      }
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  if (address === null || typeof address === 'string') throw new Error('no address')
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    holdWebSockets: () => {
+      holdingWs = true
+      const n = websockets.size
+      for (const s of websockets) s.destroy()
+      return n
+    },
+    holdCreate: () => { holdingCreate = true },
+    createAnswered: async () => await createAnswered,
+    release: () => {
+      holdingWs = false
+      holdingCreate = false
+      for (const go of waiting.splice(0)) go()
+    },
+    close: async () => {
+      for (const s of all) s.destroy()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+  }
 }
