@@ -20,6 +20,12 @@ export interface OwnerCallsHost {
   readonly log: Logger
   /** True while this node holds the session's lease. */
   owned: () => boolean
+  /**
+   * True when this node holds the lease and may act now: confirmed with the
+   * store first when this node may have lost it while paused (false, and the
+   * session fenced, when another node took it: SessionLease.confirmed).
+   */
+  ownedNow: () => Promise<boolean>
   /** True when the session's CLI has stopped or exited (as far as this node knows). */
   ended: () => boolean
   /** Brings a session this node does not own up to date with the store. */
@@ -78,13 +84,27 @@ export class OwnerCalls {
    * Runs `local` when this node owns the session or nobody else does; else
    * asks the owner. An owner that turns out not to own it (it just stopped)
    * means the session is brought up to date and `local` runs here.
+   *
+   * An owner woken from a pause past its lease (SIGSTOP, a VM freeze) gets
+   * the requests made on it meanwhile before its next renewal says whether
+   * the session moved: done at once, an answer reached its fenced CLI and
+   * a stop stopped that CLI, not the one running the session, both answered
+   * 200. The lease is confirmed first; lost, this copy is fenced and the
+   * request goes where the session runs now, as on any other node, or is
+   * answered `node_unavailable` while nobody runs it (the caller tries again,
+   * on a copy read afresh from the store).
    */
   async #onOwner (op: OwnerOp, args: unknown[], local: () => unknown): Promise<unknown> {
     const h = this.#h
     const route = h.route
-    if (h.owned() || route === undefined) return await local()
+    if (route === undefined) return await local()
+    const fenced = h.owned() && !(await h.ownedNow())
+    if (!fenced && h.owned()) return await local()
     const owner = await route.owner(h.id)
-    if (owner === null || owner === route.node) return await local()
+    if (owner === null || owner === route.node) {
+      if (fenced) throw new GatewayError('node_unavailable')
+      return await local()
+    }
     try {
       return await route.call(owner, h.id, op, args)
     } catch (err) {
@@ -92,6 +112,7 @@ export class OwnerCalls {
         h.log.warn({ owner, op, err: (err as Error).message }, 'the node running the session did not answer')
         throw new GatewayError('node_unavailable')
       }
+      if (fenced) throw new GatewayError('node_unavailable')
       await h.refresh()
       return await local()
     }

@@ -40,8 +40,12 @@ export interface SessionRoute {
   readonly node: string
   /** The node holding the session's lease now, or null when none does. */
   owner: (sessionId: string) => Promise<string | null>
-  /** Makes `port` a client of the session owned by `owner`. */
-  attach: (owner: string, sessionId: string, port: ClientPort, role: Role) => void
+  /**
+   * Makes `port` a client of the session owned by `owner`. `rejoin`: routed
+   * there again, not a fresh attach (Session.attachRemote: a controller then
+   * takes the session only when nobody holds it).
+   */
+  attach: (owner: string, sessionId: string, port: ClientPort, role: Role, options?: { rejoin?: boolean }) => void
   /** Sends a frame of a routed client to its owner; false when the client is not routed. */
   frame: (port: ClientPort, frame: ClientFrame) => boolean
   detach: (port: ClientPort) => void

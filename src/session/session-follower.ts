@@ -183,8 +183,8 @@ export class SessionFollower {
     return observerFrameOf(e)
   }
 
-  /** Makes a client here a client of the node that runs the CLI, if another node does. */
-  async routeClient (port: ClientPort, role: Role): Promise<void> {
+  /** Makes a client here a client of the node that runs the CLI, if another node does (`rejoin`: see SessionRoute.attach). */
+  async routeClient (port: ClientPort, role: Role, rejoin = false): Promise<void> {
     const h = this.#h
     const route = h.route
     if (route === undefined) return
@@ -196,7 +196,7 @@ export class SessionFollower {
       return
     }
     if (owner === null || owner === route.node || !h.audience.has(port) || h.owned()) return
-    route.attach(owner, h.id, port, role)
+    route.attach(owner, h.id, port, role, rejoin ? { rejoin } : undefined)
   }
 
   /**
@@ -258,7 +258,7 @@ export class SessionFollower {
       // Running on another node now: the client becomes its client (else its answers, handled
       // here, are refused), and its frames go there.
       const att = h.audience.attachment(port)
-      if (att !== undefined && h.audience.has(port) && !h.owned() && !isFinal(h.record.status)) await this.routeClient(port, att.requested)
+      if (att !== undefined && h.audience.has(port) && !h.owned() && !isFinal(h.record.status)) await this.routeClient(port, att.requested, true)
       for (const frame of frames) if (h.audience.has(port)) h.handleFrame(port, frame)
     })
   }

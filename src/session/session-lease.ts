@@ -71,6 +71,8 @@ export class SessionLease {
   #gone = false
   /** A `disown` in progress (close waits for its release to reach the store before the store closes). */
   #disowning: Promise<void> | null = null
+  /** A confirmation of the lease after a pause (`#confirm`), shared by the frames and calls that wait for it. */
+  #confirming: Promise<boolean> | null = null
 
   /** `lease`: this node's lease when it owns the session (created or taken here), else null. */
   constructor (host: LeaseHost, lease: Lease | null) {
@@ -132,6 +134,21 @@ export class SessionLease {
       }
     }
     return false
+  }
+
+  /**
+   * True when this node holds the lease and may act on the session now. A
+   * lease that may have lapsed while this node was paused is confirmed with
+   * the store first, as client frames are (`intercept`): false, and the
+   * session fenced, when another node took it. HTTP requests made on this
+   * node wait for it (owner-calls.ts), or they would run on a fenced CLI.
+   */
+  async confirmed (): Promise<boolean> {
+    const lease = this.#lease
+    if (lease === null) return false
+    if (this.#h.ownership.fresh?.(lease) !== false) return true
+    await this.#confirm(lease)
+    return this.#lease === lease
   }
 
   /**
@@ -220,15 +237,21 @@ export class SessionLease {
    * leaves it as before the pause: the append fencing stops a stale writer.
    */
   async #confirm (lease: Lease): Promise<void> {
-    let held = true
-    try {
-      held = await this.#h.ownership.reclaim(lease)
-    } catch (err) {
-      this.#h.log.warn({ err: (err as Error).message }, 'could not confirm the session lease after a pause')
-    }
+    this.#confirming ??= this.#reclaim(lease).finally(() => { this.#confirming = null })
+    const held = await this.#confirming
     if (this.#gone) return
     if (!held && this.#lease === lease) { this.fence(); return }
     this.#settleWaiting(this.#lease !== null)
+  }
+
+  /** Whether the store says `lease` is still this node's (true when it does not answer). */
+  async #reclaim (lease: Lease): Promise<boolean> {
+    try {
+      return await this.#h.ownership.reclaim(lease)
+    } catch (err) {
+      this.#h.log.warn({ err: (err as Error).message }, 'could not confirm the session lease after a pause')
+      return true
+    }
   }
 
   /**

@@ -120,6 +120,7 @@ export class SessionParts implements SessionHost {
 
   lease (): Lease | null { return this.sessionLease.lease }
   owned (): boolean { return this.sessionLease.owned }
+  ownedNow (): Promise<boolean> { return this.sessionLease.confirmed() }
   gone (): boolean { return this.sessionLease.gone }
   onFenced (): void { this.session.fence() }
   fenced (): void { this.deps.onFenced(this.session) }

@@ -27,6 +27,7 @@ import { type Lease, type SessionRecord, type SessionStatus, isFinal } from '../
 import type { EventLog } from './event-log.js'
 import type { ClientPort, Role } from './audience.js'
 import { attachClient } from './client-attach.js'
+import { gatewayFrame } from './frames.js'
 import type { OwnerOp } from './owner-calls.js'
 import type { SessionDeps as BaseDeps } from './session-deps.js'
 import { SessionParts } from './session-parts.js'
@@ -78,8 +79,14 @@ export class Session {
    * On the owner: a client of another node attaches (it got its hello and
    * replay there, and its node relays recorded frames). It takes part in the
    * holder rules like any client here; repeated attaches are heartbeats.
+   *
+   * `rejoin`: the client did not just attach, it is routed here again (the
+   * session moved to this node, or its node lost the route): the newest
+   * controller wins only on a fresh attach (PROTOCOL.md), so it holds the
+   * session only when nobody does, else it is told who does and waits as a
+   * controller candidate (it takes over when the holder leaves).
    */
-  attachRemote (port: ClientPort, role: Role): void {
+  attachRemote (port: ClientPort, role: Role, options: { rejoin?: boolean } = {}): void {
     const p = this.#p
     if (p.audience.attachment(port) !== undefined) return
     const att = p.audience.add(port, role)
@@ -87,6 +94,12 @@ export class Session {
     att.greeted = true
     p.idle.disarm()
     if (role !== 'controller') return
+    const holder = p.audience.holder
+    if (options.rejoin === true && holder !== null) {
+      // Its node may still show it as the holder its previous owner said it was.
+      p.audience.send(port, gatewayFrame('holder', { holder: holder.port.id, role: 'observer' }))
+      return
+    }
     p.audience.hold(att)
     p.audience.announceHolder()
     p.control.holderChanged(port, p.events.committedSeq)
