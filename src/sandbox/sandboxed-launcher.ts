@@ -35,8 +35,8 @@ export interface SandboxedLauncherOptions {
   apiPaths: readonly string[]
   /**
    * Shows the tenant's user settings read-only (a copy as at the CLI's start)
-   * and its user skills, subagents and slash commands as empty read-only
-   * folders (user-extensions.ts): true unless PERMISSION_UPDATE_DESTINATIONS
+   * and its user skills, subagents, slash commands and plugins as empty
+   * read-only folders (user-extensions.ts): true unless PERMISSION_UPDATE_DESTINATIONS
    * lists `userSettings`.
    */
   pinUserSettings: boolean

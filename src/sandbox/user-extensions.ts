@@ -1,12 +1,15 @@
 /**
- * The tenant's user skills, subagents and slash commands
- * (`<config dir>/skills`, `agents`, `commands`), shown as empty read-only
- * folders in the sandbox. Every CLI of the tenant loads them at its start,
+ * The tenant's user skills, subagents, slash commands and plugins
+ * (`<config dir>/skills`, `agents`, `commands`, `plugins`), shown as empty
+ * read-only folders in the sandbox. Every CLI of the tenant loads them at its start,
  * and their frontmatter grants what no client approved: `allowed-tools`
  * (a skill the model invokes, a command a user types: its Bash runs with no
  * prompt), a subagent's `permissionMode: bypassPermissions`, and `hooks`
  * (commands run with no prompt at all, even for a subagent the model starts
- * on its own). A tool a client allowed once could write them, so, like the
+ * on its own). A plugin the user settings enable is loaded from `plugins`
+ * (known_marketplaces.json, its folder with its own hooks, commands, agents
+ * and MCP servers), so a tool that rewrote it would run its hooks in every
+ * later session. A tool a client allowed once could write them, so, like the
  * user settings (user-settings.ts), they are out of its reach unless
  * PERMISSION_UPDATE_DESTINATIONS lists `userSettings`.
  *
@@ -20,7 +23,7 @@ import { lstatSync, mkdirSync, renameSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 
 /** Folders of the config dir whose files grant tools or run commands in later sessions (CLI 2.1.332). */
-export const USER_EXTENSION_DIRS = ['skills', 'agents', 'commands'] as const
+export const USER_EXTENSION_DIRS = ['skills', 'agents', 'commands', 'plugins'] as const
 
 export interface PinnedUserExtensions {
   /** Read-only mounts: the empty folder over each of USER_EXTENSION_DIRS. */

@@ -1,6 +1,6 @@
 /**
  * SANDBOX=bwrap with the fake CLI: the tenant's user skills, subagents and
- * slash commands (`<config dir>/skills`, `agents`, `commands`) are empty and
+ * slash commands and plugins (`<config dir>/skills`, `agents`, `commands`, `plugins`) are empty and
  * read-only inside every sandbox unless PERMISSION_UPDATE_DESTINATIONS lists
  * userSettings. The real CLI's behaviour (a later session loading what a tool
  * wrote there) is in test/e2e/sandbox-real-cli-user-extensions.test.ts; this
@@ -31,9 +31,9 @@ describe('SANDBOX=bwrap: the tenant\'s user skills, subagents and commands (fake
     mkdirSync(join(configDir, 'agents'), { recursive: true })
     writeFileSync(join(configDir, 'agents', 'kept.md'), 'operator\'s\n')
     const holder = await session(gw, t)
-    assert.equal(await run(holder, 'for d in skills agents commands; do echo "$d:$(ls -A "$CLAUDE_CONFIG_DIR/$d")"; done'), 'skills:\nagents:\ncommands:\n[exit 0]')
-    const write = await run(holder, 'for d in skills agents commands; do mkdir -p "$CLAUDE_CONFIG_DIR/$d/x" || echo "no-$d"; done; mv "$CLAUDE_CONFIG_DIR/skills" "$CLAUDE_CONFIG_DIR/s2" || echo no-move')
-    assert.match(write, /no-skills[\s\S]*no-agents[\s\S]*no-commands[\s\S]*no-move/)
+    assert.equal(await run(holder, 'for d in skills agents commands plugins; do echo "$d:$(ls -A "$CLAUDE_CONFIG_DIR/$d")"; done'), 'skills:\nagents:\ncommands:\nplugins:\n[exit 0]')
+    const write = await run(holder, 'for d in skills agents commands plugins; do mkdir -p "$CLAUDE_CONFIG_DIR/$d/x" || echo "no-$d"; done; mv "$CLAUDE_CONFIG_DIR/skills" "$CLAUDE_CONFIG_DIR/s2" || echo no-move')
+    assert.match(write, /no-skills[\s\S]*no-agents[\s\S]*no-commands[\s\S]*no-plugins[\s\S]*no-move/)
     assert.deepEqual(readdirSync(join(configDir, 'agents')), ['kept.md'])
     assert.deepEqual(readdirSync(join(configDir, 'skills')), [])
   })
