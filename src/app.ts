@@ -206,7 +206,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
     route: {
       node: config.nodeId,
       owner: async (id) => (await store.leases.holder(id))?.node ?? null,
-      attach: (owner, id, port, role) => { router.attach(owner, id, port, role) },
+      attach: (owner, id, port, role, options) => { router.attach(owner, id, port, role, options) },
       frame: (port, frame) => router.frame(port, frame),
       detach: (port) => { router.detach(port) },
       unroute: (port) => router.unroute(port),

@@ -10,9 +10,9 @@ import type { ErrorCode } from '../errors.js'
 import type { CallOp } from './routed-session.js'
 
 export type BusMessage =
-  | { k: 'attach', s: string, c: string, n: string, r: Role }
+  | { k: 'attach', s: string, c: string, n: string, r: Role, j?: true }
   | { k: 'detach', s: string, c: string }
-  | { k: 'frame', s: string, c: string, n: string, r: Role, f: ClientFrame, i: number }
+  | { k: 'frame', s: string, c: string, n: string, r: Role, j?: true, f: ClientFrame, i: number }
   | { k: 'ack', c: string, i: number }
   | { k: 'send', s: string, c: string, f: string, q?: number, sq?: number }
   | { k: 'moved', s: string, c: string, i?: number, n?: string }

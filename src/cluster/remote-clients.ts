@@ -35,8 +35,11 @@ export class RemoteClients {
     this.#lastBeat = Date.now()
   }
 
-  /** The owner's port for a client of another node, attached on first sight (an attach may have been lost). */
-  port (sessionId: string, client: string, node: string, role: Role, session: RoutedSession): RemotePort {
+  /**
+   * The owner's port for a client of another node, attached on first sight (an attach may have been lost);
+   * `rejoin`: routed here again after the session moved (Session.attachRemote).
+   */
+  port (sessionId: string, client: string, node: string, role: Role, session: RoutedSession, rejoin = false): RemotePort {
     const known = this.#remote.get(client)
     if (known !== undefined && known.sessionId === sessionId) {
       known.seen = Date.now()
@@ -50,7 +53,7 @@ export class RemoteClients {
       this.#o.post(node, { k: 'send', s: sessionId, c: client, f: frame, ...q, ...(seq === undefined ? {} : { sq: seq }) })
     })
     this.#remote.set(client, { port, sessionId, seen: Date.now() })
-    session.attachRemote(port, role)
+    session.attachRemote(port, role, { rejoin })
     return port
   }
 

@@ -9,7 +9,8 @@ import type { ClientFrame } from '../protocol/client-frames.js'
 /** What the router needs of the sessions on this node. */
 export interface RoutedSession {
   readonly owned: boolean
-  attachRemote: (port: ClientPort, role: Role) => void
+  /** `rejoin`: a client routed here again after the session moved, not one that just attached (it holds only if nobody does). */
+  attachRemote: (port: ClientPort, role: Role, options?: { rejoin?: boolean }) => void
   detach: (port: ClientPort) => void
   handleFrame: (port: ClientPort, frame: ClientFrame) => void
   /**

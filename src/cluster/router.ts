@@ -51,7 +51,7 @@ export interface ClusterRouterOptions {
 }
 
 /** `holds`: what the owner last said (a `holder` frame), unknown before it says anything. */
-interface LocalClient { sessionId: string, port: ClientPort, owner: string, role: Role, holds?: boolean }
+interface LocalClient { sessionId: string, port: ClientPort, owner: string, role: Role, holds?: boolean, rejoin?: boolean }
 
 export class ClusterRouter {
   readonly #o: ClusterRouterOptions
@@ -103,10 +103,15 @@ export class ClusterRouter {
 
   // ---- the client's node ----
 
-  /** Makes `port` a client of the session owned by `owner`. */
-  attach (owner: string, sessionId: string, port: ClientPort, role: Role): void {
-    this.#local.set(port.id, { sessionId, port, owner, role })
-    this.#post(owner, { k: 'attach', s: sessionId, c: port.id, n: this.#o.node, r: role })
+  /**
+   * Makes `port` a client of the session owned by `owner`. `rejoin`: routed
+   * here again after the session moved (it did not just attach), which every
+   * message of it says, so an owner meeting it first takes it as such.
+   */
+  attach (owner: string, sessionId: string, port: ClientPort, role: Role, options: { rejoin?: boolean } = {}): void {
+    const local: LocalClient = { sessionId, port, owner, role, ...(options.rejoin === true ? { rejoin: true } : {}) }
+    this.#local.set(port.id, local)
+    this.#post(owner, { k: 'attach', s: sessionId, c: port.id, n: this.#o.node, r: role, ...rejoined(local) })
   }
 
   /**
@@ -123,7 +128,7 @@ export class ClusterRouter {
     if (local === undefined) return false
     const frame = sent.type === 'user' && sent.uuid === undefined ? { ...sent, uuid: randomUUID() } : sent
     const id = this.#frames.sent(port, local.sessionId, local.owner, frame)
-    this.#post(local.owner, { k: 'frame', s: local.sessionId, c: port.id, n: this.#o.node, r: seenAs(local), f: frame, i: id })
+    this.#post(local.owner, { k: 'frame', s: local.sessionId, c: port.id, n: this.#o.node, r: seenAs(local), ...rejoined(local), f: frame, i: id })
     return true
   }
 
@@ -178,13 +183,13 @@ export class ClusterRouter {
       case 'attach': {
         const session = this.#owned(m.s)
         if (session === null) { this.#post(m.n, { k: 'moved', s: m.s, c: m.c, n: this.#o.node }); return }
-        this.#remote.port(m.s, m.c, m.n, m.r, session)
+        this.#remote.port(m.s, m.c, m.n, m.r, session, m.j === true)
         return
       }
       case 'frame': {
         const session = this.#owned(m.s)
         if (session === null) { this.#post(m.n, { k: 'moved', s: m.s, c: m.c, i: m.i, n: this.#o.node }); return }
-        session.handleFrame(this.#remote.port(m.s, m.c, m.n, m.r, session), m.f)
+        session.handleFrame(this.#remote.port(m.s, m.c, m.n, m.r, session, m.j === true), m.f)
         this.#post(m.n, { k: 'ack', c: m.c, i: m.i })
         return
       }
@@ -244,7 +249,7 @@ export class ClusterRouter {
 
   #heartbeat (): void {
     this.#frames.resendUnconfirmed()
-    for (const [id, local] of this.#local) this.#post(local.owner, { k: 'attach', s: local.sessionId, c: id, n: this.#o.node, r: seenAs(local) })
+    for (const [id, local] of this.#local) this.#post(local.owner, { k: 'attach', s: local.sessionId, c: id, n: this.#o.node, r: seenAs(local), ...rejoined(local) })
     this.#remote.beat()
   }
 
@@ -264,4 +269,9 @@ export class ClusterRouter {
  */
 function seenAs (local: LocalClient): Role {
   return local.holds === false ? 'observer' : local.role
+}
+
+/** A rejoining client's messages say so (`j`). */
+function rejoined (local: LocalClient): { j?: true } {
+  return local.rejoin === true ? { j: true } : {}
 }
