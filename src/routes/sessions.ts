@@ -80,7 +80,7 @@ export async function sessionRoutes (fastify: FastifyInstance, { manager, placem
     const session = await findSession(manager, request)
     const here = session.owned
     await session.stopAnywhere('deleted')
-    if (here) return session.snapshot() as z.output<typeof sessionBody>
+    if (here && session.owned) return session.snapshot() as z.output<typeof sessionBody>
     // Stopped by another node: this node's copy predates the stop, so it is read again, as GET reads it.
     return await (await findSession(manager, request)).snapshotAnywhere() as z.output<typeof sessionBody>
   })

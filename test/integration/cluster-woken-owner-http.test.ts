@@ -121,6 +121,7 @@ describe('an HTTP request made on an owner woken past its lease', { timeout: 90_
     assert.ok(processAlive(newPid), 'B runs the CLI')
     const stopped = await sent.reply
     assert.equal(stopped.status, 200, JSON.stringify(stopped.body))
+    assert.notEqual(stopped.body.status, 'running', 'the answer is the session as stopped, not the fenced copy')
     await eventually(() => !processAlive(newPid), 15_000, 'the CLI running on B to be stopped')
     assert.equal((await b.session(id)).body.status, 'stopped')
   })
