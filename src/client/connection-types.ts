@@ -53,7 +53,7 @@ export interface PermissionRequest {
   description?: string
   /** The tool's input; {} when only the observer's summary (request_pending) is known. */
   input: Record<string, unknown>
-  /** The CLI's permission_suggestions (what alwaysAllow grants); [] for observers. */
+  /** The CLI's permission_suggestions (what alwaysAllow grants); [] when only request_pending is known. */
   suggestions: unknown[]
   toolUseId?: string
   blockedPath?: string
@@ -65,6 +65,19 @@ export interface PermissionRequest {
 export type PermissionDecision =
   | { behavior: 'allow', updatedInput?: Record<string, unknown>, updatedPermissions?: unknown[] }
   | { behavior: 'deny', message: string, interrupt?: boolean }
+
+/** How allow/deny/alwaysAllow ended. */
+export interface AnswerOutcome {
+  requestId: string
+  /**
+   * `answered`: this answer was taken. `already_resolved`: another answer
+   * came first, or the prompt ended (timed out, cancelled). `refused`: the
+   * gateway refused it (`code`, also emitted as 'error'; the prompt may stay
+   * open), or the connection was closed first (`connection_closed`).
+   */
+  outcome: 'answered' | 'already_resolved' | 'refused'
+  code?: string
+}
 
 export interface ConnectionEvents {
   /** Every recorded frame, in seq order, each exactly once across reconnects. */

@@ -7,19 +7,21 @@
  * and open prompts from the frames, and sends user messages, control
  * requests and permission answers so that a drop loses none of them
  * (outbox.ts). The socket itself, its auth, watchdog, close codes and
- * backoff: socket-link.ts.
+ * backoff: socket-link.ts; the prompts' bookkeeping and answers:
+ * permission-desk.ts; when to renew the credential: credential-refresh.ts.
  */
 import { backoffSettings } from './backoff.js'
 import type {
-  ConnectOptions, ConnectionEvents, ConnectionState, PermissionDecision, PermissionRequest, TurnState
+  AnswerOutcome, ConnectOptions, ConnectionEvents, ConnectionState, PermissionRequest, TurnState
 } from './connection-types.js'
 import { Emitter } from './emitter.js'
+import { CredentialRefresh } from './credential-refresh.js'
 import { ConnectionError, ControlRequestError } from './errors.js'
 import type { ContentBlock, GatewayErrorFrame, HelloFrame, LiveFrame, RecordedFrame, Role } from './frames.js'
 import type { GatewayClient } from './gateway-client.js'
 import { Outbox } from './outbox.js'
-import { allowDecision, alwaysAllowDecision, denyDecision, permissionAnswerFrame, permissionFromControlRequest, permissionFromPending } from './permissions.js'
-import { MAX_TIMER_MS, refreshDelay } from './refresh-delay.js'
+import { PermissionDesk } from './permission-desk.js'
+import { allowDecision, denyDecision } from './permissions.js'
 import { uuid } from './uuid.js'
 import { SocketLink } from './socket-link.js'
 import type { WebSocketCtor } from './websocket-like.js'
@@ -38,13 +40,10 @@ type Frame = Record<string, unknown> & { type?: unknown, subtype?: unknown }
 
 export class SessionConnection {
   readonly sessionId: string
-  readonly #options: ConnectOptions
   readonly #deps: ConnectionDeps
   readonly #events = new Emitter<ConnectionEvents>()
   readonly #outbox = new Outbox()
-  readonly #pending = new Map<string, PermissionRequest>()
-  /** Prompts onPermission was called for (so a redelivery does not call it twice). */
-  readonly #asked = new Set<string>()
+  readonly #desk: PermissionDesk
   #wantRole: Role
   #state: ConnectionState = 'connecting'
   #role: Role | null = null
@@ -62,15 +61,26 @@ export class SessionConnection {
   /** This connection's hello: seqs announced missing, and where its replay ends (resends wait for it). */
   #announced: Array<[number, number]> = []
   #catchUpAt: number | null = null
-  #helloPending: Set<string> = new Set()
-  /** Asks for a newer credential before the gateway's deadline for this connection's (its `credential` frame). */
-  #refreshTimer: ReturnType<typeof setTimeout> | null = null
+  /**
+   * The gateway ends this connection at the deadline of its `credential`
+   * frame unless it gets a newer credential: asked of the client a fifth of
+   * the time left before it (at most a minute), then presented.
+   */
+  readonly #refresh = new CredentialRefresh(() => this.#renewCredential())
 
   constructor (sessionId: string, options: ConnectOptions, deps: ConnectionDeps) {
     this.sessionId = sessionId
-    this.#options = options
     this.#deps = deps
     this.#wantRole = options.role ?? 'controller'
+    this.#desk = new PermissionDesk({
+      sessionId,
+      client: deps.client,
+      outbox: this.#outbox,
+      onPermission: options.onPermission,
+      role: () => this.#role,
+      closed: () => this.#state === 'closed',
+      emit: (event, payload) => this.#emit(event, payload)
+    })
     const auth = options.auth ?? (typeof (globalThis as { document?: unknown }).document !== 'undefined' ? 'subprotocol' : 'header')
     this.#lastSeq = typeof options.after === 'number' ? Math.max(0, options.after) : 0
     this.#link = new SocketLink({
@@ -91,7 +101,7 @@ export class SessionConnection {
       fail: (err) => this.#fail(err),
       warn: (err) => {
         // Not resent: the next connection would be closed the same way.
-        if (err instanceof ConnectionError && err.code === 'frame_too_large') this.#outbox.tooLarge()
+        if (err instanceof ConnectionError && err.code === 'frame_too_large') this.#desk.dropped(this.#outbox.tooLarge())
         this.#emit('error', err)
       }
     })
@@ -111,7 +121,7 @@ export class SessionConnection {
   /** The highest seq delivered to 'frame' listeners. */
   get lastSeq (): number { return this.#lastSeq }
   /** Open can_use_tool prompts by request id. */
-  get pending (): ReadonlyMap<string, PermissionRequest> { return this.#pending }
+  get pending (): ReadonlyMap<string, PermissionRequest> { return this.#desk.pending }
 
   /** Adds a listener; returns the function that removes it. */
   on<K extends keyof ConnectionEvents> (event: K, listener: (payload: ConnectionEvents[K]) => void): () => void {
@@ -155,18 +165,24 @@ export class SessionConnection {
     return this.#outbox.call(requestId, JSON.stringify({ type: 'control_request', request_id: requestId, request: { ...fields, subtype } }))
   }
 
-  allow (requestId: string, options: { updatedInput?: Record<string, unknown>, updatedPermissions?: unknown[] } = {}): void {
-    this.#answer(requestId, allowDecision(options.updatedInput, options.updatedPermissions))
+  /**
+   * Answers a prompt: as holder on the WebSocket (kept until the prompt is
+   * resolved, resent if it is handed out again), else over HTTP. The promise never rejects: it says
+   * whether this answer was taken, lost to another (`already_resolved`) or
+   * was refused.
+   */
+  allow (requestId: string, options: { updatedInput?: Record<string, unknown>, updatedPermissions?: unknown[] } = {}): Promise<AnswerOutcome> {
+    return this.#desk.answer(requestId, allowDecision(options.updatedInput, options.updatedPermissions))
   }
 
-  deny (requestId: string, message: string, options: { interrupt?: boolean } = {}): void {
-    this.#answer(requestId, denyDecision(message, options.interrupt))
+  /** Denies a prompt; settles like allow. */
+  deny (requestId: string, message: string, options: { interrupt?: boolean } = {}): Promise<AnswerOutcome> {
+    return this.#desk.answer(requestId, denyDecision(message, options.interrupt))
   }
 
   /** Allows and grants the request's permission_suggestions (unknown to an observer: then a plain allow). */
-  alwaysAllow (requestId: string): void {
-    const request = this.#pending.get(requestId)
-    this.#answer(requestId, request === undefined ? allowDecision() : alwaysAllowDecision(request))
+  alwaysAllow (requestId: string): Promise<AnswerOutcome> {
+    return this.#desk.answer(requestId, this.#desk.alwaysAllowDecision(requestId))
   }
 
   /** Attaches again as controller, which makes this client the holder (the newest controller wins). */
@@ -180,9 +196,10 @@ export class SessionConnection {
   /** Ends the connection for good: no reconnect; pending control requests reject with `connection_closed`. */
   close (): void {
     if (this.#state === 'closed') return
-    this.#clearRefresh()
+    this.#refresh.clear()
     this.#link.close()
     this.#outbox.rejectAll((id) => new ControlRequestError(id, 'connection_closed', 'The connection was closed'))
+    this.#desk.close()
     this.#setState('closed')
   }
 
@@ -210,7 +227,10 @@ export class SessionConnection {
   #onRecorded (frame: Frame & { seq: number }): void {
     if (frame.seq <= this.#lastSeq) {
       // A prompt handed out again (a new holder, a reconnect): same seq, not a new frame.
-      if (frame.type === 'control_request') this.#onRedelivered(frame)
+      if (frame.type === 'control_request') {
+        this.#emit('message', frame as unknown as LiveFrame)
+        this.#desk.redelivered(frame)
+      }
       return
     }
     if (frame.seq > this.#lastSeq + 1 && this.#attached) this.#noteGap(this.#lastSeq + 1, frame.seq - 1)
@@ -228,14 +248,7 @@ export class SessionConnection {
       this.#turn = turn
       return [() => this.#emit('turn', turn)]
     }
-    if (frame.type === 'control_request') {
-      const request = permissionFromControlRequest(frame, true)
-      if (request === null) return []
-      this.#pending.set(request.requestId, request)
-      // Replayed, and not pending at the hello: answered already (its permission_resolved follows), nothing to ask.
-      const answered = this.#catchUpAt !== null && frame.seq <= this.#catchUpAt && !this.#helloPending.has(request.requestId)
-      return answered ? [() => this.#emit('permission', request)] : [() => this.#emit('permission', request), () => this.#ask(request)]
-    }
+    if (frame.type === 'control_request') return this.#desk.opened(frame, this.#catchUpAt)
     if (frame.type === 'control_response' && typeof frame.response === 'object' && frame.response !== null) {
       this.#outbox.settle(frame.response)
       return []
@@ -248,14 +261,10 @@ export class SessionConnection {
         this.#status = status
         return [() => this.#emit('status', status)]
       }
-      case 'request_pending': {
-        const request = permissionFromPending(frame as never)
-        if (request === null || this.#pending.has(requestId)) return []
-        this.#pending.set(requestId, request)
-        return [() => this.#emit('permission', request)]
-      }
+      case 'request_pending':
+        return this.#desk.noticed(frame)
       case 'permission_resolved':
-        return [this.#resolve(requestId, String(frame.decision), typeof frame.by === 'string' ? frame.by : null)]
+        return [this.#desk.resolve(requestId, String(frame.decision), typeof frame.by === 'string' ? frame.by : null)]
       case 'request_resolved':
         this.#outbox.resolved(requestId)
         return []
@@ -267,23 +276,6 @@ export class SessionConnection {
       default:
         return []
     }
-  }
-
-  #resolve (requestId: string, decision: string, by: string | null): () => void {
-    this.#pending.delete(requestId)
-    this.#asked.delete(requestId)
-    this.#outbox.resolved(requestId)
-    return () => this.#emit('permissionResolved', { requestId, decision, by })
-  }
-
-  #onRedelivered (frame: Frame & { seq: number }): void {
-    this.#emit('message', frame as unknown as LiveFrame)
-    const request = permissionFromControlRequest(frame, true)
-    if (request === null || this.#outbox.resendAnswer(request.requestId)) return
-    const known = this.#pending.get(request.requestId)
-    this.#pending.set(request.requestId, request)
-    if (known === undefined || !known.canAnswer) this.#emit('permission', request)
-    this.#ask(request)
   }
 
   #onLive (frame: Frame): void {
@@ -304,13 +296,12 @@ export class SessionConnection {
           if (typeof frame.missing_from === 'number' && typeof frame.missing_to === 'number') this.#noteGap(frame.missing_from, frame.missing_to)
           break
         case 'credential':
-          this.#refreshBefore(typeof frame.expires_at === 'string' ? Date.parse(frame.expires_at) : Number.NaN)
+          this.#refresh.before(typeof frame.expires_at === 'string' ? Date.parse(frame.expires_at) : Number.NaN)
           break
         case 'error': {
           this.#emit('message', frame as unknown as LiveFrame)
           const requestId = frame.request_id
-          const expected = typeof requestId === 'string' && this.#outbox.wasResent(requestId) && (frame.code === 'already_resolved' || frame.code === 'unknown_request')
-          if (!expected) this.#emit('error', frame as unknown as GatewayErrorFrame)
+          if (typeof requestId !== 'string' || !this.#desk.refused(requestId, String(frame.code))) this.#emit('error', frame as unknown as GatewayErrorFrame)
           return
         }
       }
@@ -318,30 +309,13 @@ export class SessionConnection {
     this.#emit('message', frame as unknown as LiveFrame)
   }
 
-  /**
-   * The gateway ends this connection at `expiresAt` unless it gets a newer
-   * credential: asked of the client a fifth of the time left before it (at
-   * most a minute), then presented. Nothing is armed without a deadline.
-   */
-  #refreshBefore (expiresAt: number): void {
-    this.#clearRefresh()
-    if (!Number.isFinite(expiresAt)) return
-    const delay = refreshDelay(expiresAt, Date.now())
-    this.#refreshTimer = setTimeout(() => {
-      this.#refreshTimer = null
-      // A deadline beyond one timer's reach (MAX_TIMER_MS): wait again rather than renew weeks early.
-      if (delay === MAX_TIMER_MS) { this.#refreshBefore(expiresAt); return }
-      this.#deps.client.refreshedToken().then((token) => {
-        if (token !== null && this.#state !== 'closed') this.#link.send(JSON.stringify({ type: 'credential', token }))
-      }, (err: unknown) => {
-        this.#emit('error', err instanceof Error ? err : new Error(String(err)))
-      })
-    }, delay)
-  }
-
-  #clearRefresh (): void {
-    if (this.#refreshTimer !== null) clearTimeout(this.#refreshTimer)
-    this.#refreshTimer = null
+  /** The credential deadline is near: ask for a newer credential and present it on the socket. */
+  #renewCredential (): void {
+    this.#deps.client.refreshedToken().then((token) => {
+      if (token !== null && this.#state !== 'closed') this.#link.send(JSON.stringify({ type: 'credential', token }))
+    }, (err: unknown) => {
+      this.#emit('error', err instanceof Error ? err : new Error(String(err)))
+    })
   }
 
   #onHello (hello: HelloFrame): void {
@@ -357,7 +331,7 @@ export class SessionConnection {
     this.#attached = true
     this.#link.attached()
     this.#catchUpAt = hello.last_seq
-    this.#helloPending = new Set(hello.pending_requests)
+    this.#desk.hello(hello.client_id, hello.pending_requests)
     this.#setRole(hello.role, hello.holder)
     if (hello.status !== this.#status) {
       this.#status = hello.status
@@ -376,10 +350,7 @@ export class SessionConnection {
     const upTo = this.#catchUpAt ?? 0
     this.#catchUpAt = null
     this.#outbox.resendUnconfirmed()
-    for (const request of [...this.#pending.values()]) {
-      // Open before the hello but not pending at it: it ended in seqs history no longer has.
-      if (request.seq <= upTo && !this.#helloPending.has(request.requestId)) this.#resolve(request.requestId, 'unknown', null)()
-    }
+    this.#desk.caughtUp(upTo)
   }
 
   #noteGap (from: number, to: number): void {
@@ -392,9 +363,7 @@ export class SessionConnection {
     const changed = role !== this.#role || holder !== this.#holder
     this.#role = role
     this.#holder = holder
-    if (role !== 'controller') {
-      for (const [id, request] of this.#pending) if (request.canAnswer) this.#pending.set(id, { ...request, canAnswer: false })
-    }
+    if (role !== 'controller') this.#desk.notHolder()
     if (changed) this.#emit('role', { role, holder })
   }
 
@@ -408,41 +377,6 @@ export class SessionConnection {
     if (state === this.#state) return
     this.#state = state
     this.#emit('state', state)
-  }
-
-  // ---- permissions ----
-
-  #ask (request: PermissionRequest): void {
-    const handler = this.#options.onPermission
-    if (handler === undefined || !request.canAnswer || this.#asked.has(request.requestId)) return
-    this.#asked.add(request.requestId)
-    let result: ReturnType<typeof handler>
-    try {
-      result = handler(request)
-    } catch (err) {
-      this.#emit('error', toError(err))
-      return
-    }
-    Promise.resolve(result).then((decision) => {
-      if (decision !== undefined && this.#pending.has(request.requestId)) this.#answer(request.requestId, decision)
-    }, (err: unknown) => this.#emit('error', toError(err)))
-  }
-
-  /**
-   * The holder answers on the WebSocket (queued while reconnecting); a client
-   * that does not hold the session answers over HTTP, which needs no hold.
-   */
-  #answer (requestId: string, decision: PermissionDecision): void {
-    if (this.#state === 'closed') return
-    const request = this.#pending.get(requestId)
-    if (decision.behavior === 'allow' && decision.updatedInput === undefined && request?.canAnswer === true) {
-      decision = { ...decision, updatedInput: request.input }
-    }
-    if (this.#role === 'observer') {
-      this.#deps.client.answerPermission(this.sessionId, requestId, decision).catch((err: unknown) => this.#emit('error', toError(err)))
-      return
-    }
-    this.#outbox.answer(requestId, JSON.stringify(permissionAnswerFrame(requestId, decision)))
   }
 
   #emit<K extends keyof ConnectionEvents> (event: K, payload: ConnectionEvents[K]): void {
