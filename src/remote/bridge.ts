@@ -6,10 +6,10 @@
  * is resumed by seq (nothing lost, nothing twice), and stdin EOF or a
  * signal ends the session the way the CLI would end itself. The connection
  * lives in gateway-link.ts, lines out in gateway-outbox.ts, stdin lines in
- * host-input.ts, the ending's DELETE in session-ending.ts; this file is what
- * the frames mean to the host.
+ * host-input.ts, the gateway's own frames in gateway-notices.ts, the
+ * ending's DELETE in session-ending.ts; this file is what the CLI's frames
+ * mean to the host.
  */
-import type WebSocket from 'ws'
 import type { RemoteArgs } from './argv.js'
 import { GatewayHttpError, type GatewayApi } from './gateway-api.js'
 import { closeCodes } from '../errors.js'
@@ -18,7 +18,8 @@ import { CredentialRenewal } from './credential-renewal.js'
 import { isDuplicateRefusal, requestIdOf, withoutSeq } from './frames.js'
 import { GatewayLink } from './gateway-link.js'
 import { GatewayOutbox } from './gateway-outbox.js'
-import { noPromptToolAnswer, refusalAnswer, streamClosedAnswer } from './host-answers.js'
+import { GatewayNotices } from './gateway-notices.js'
+import { noPromptToolAnswer, streamClosedAnswer } from './host-answers.js'
 import { HostInput } from './host-input.js'
 import { ResumeMismatch, checkResumeOptions } from './resume-options.js'
 import type { RemoteEnv } from './remote-env.js'
@@ -34,9 +35,6 @@ export interface BridgeIo {
   warn: (message: string) => void
   debug: (message: string) => void
 }
-
-/** Codes of gateway errors that answer a user line (no request_id): that line starts no turn. */
-const USER_REFUSALS = new Set(['not_holder', 'session_not_running', 'too_many_sessions', 'tenant_session_limit', 'shutting_down', 'cli_start_failed', 'invalid_frame', 'invalid_json'])
 
 export class RemoteBridge {
   readonly #api: GatewayApi
@@ -56,9 +54,7 @@ export class RemoteBridge {
   readonly #delivered = new Set<string>()
   /** The host's answers, kept until the gateway says the request ended: resent if the connection dropped with them. */
   readonly #answers = new Map<string, string>()
-  #helloPending = new Set<string>()
-  /** CLI control requests seen only as `request_pending` (another controller held the session): sent in full, same seq, once claude-remote holds it again. */
-  readonly #noticed = new Set<string>()
+  readonly #notices: GatewayNotices
   #turns = 0
   /** The host's control requests still waiting for a connection when stdin ended: the end waits for their answers, as the CLI answers every line before its EOF. */
   readonly #answersBeforeEnd = new Set<string>()
@@ -126,6 +122,25 @@ export class RemoteBridge {
         closed: (code, reason) => this.#connectionClosed(code, reason),
         gaveUp: () => this.#exit(1)
       }
+    })
+    this.#notices = new GatewayNotices({
+      link: this.#link,
+      outbox: this.#outbox,
+      renewal: this.#renewal,
+      input: this.#input,
+      ending: this.#ending,
+      answers: this.#answers,
+      prompts: this.#prompts,
+      seenSeq: () => this.#seenSeq,
+      setSeenSeq: (seq) => { this.#seenSeq = seq },
+      turns: () => this.#turns,
+      turnRefused: () => { this.#turns-- },
+      out: (line) => this.#out(line),
+      hostAnswerGiven: (id) => { this.#answersBeforeEnd.delete(id) },
+      maybeEnd: () => this.#maybeEnd(),
+      endWithoutStop: (code) => { void this.#end(code, false) },
+      warn: deps.io.warn,
+      debug: deps.io.debug
     })
   }
 
@@ -263,13 +278,13 @@ export class RemoteBridge {
       return
     }
     if (!isRecord(frame)) return
-    if (frame.type === 'gateway') { this.#gatewayOwn(frame); return }
+    if (frame.type === 'gateway') { this.#notices.handle(frame); return }
     const seq = typeof frame.seq === 'number' ? frame.seq : null
     // The gateway's own keep_alives (bare) are for the socket; a CLI's (with its fields) is the host's.
     if (frame.type === 'keep_alive' && Object.keys(frame).length === 1) return
     const id = requestIdOf(frame)
     if (seq !== null) {
-      const redelivered = frame.type === 'control_request' && id !== null && (this.#helloPending.has(id) || this.#noticed.has(id))
+      const redelivered = frame.type === 'control_request' && id !== null && this.#notices.redelivered(id)
       if (redelivered) {
         // Still counts for the catch-up: the replay may end with this prompt.
         if (seq > this.#seenSeq) this.#seenSeq = seq
@@ -322,102 +337,6 @@ export class RemoteBridge {
     }
     this.#out(withoutSeq(text, frame))
     if (frame.type === 'result' || frame.type === 'system' || frame.type === 'command_lifecycle' || frame.type === 'control_response') this.#maybeEnd()
-  }
-
-  #gatewayOwn (frame: Record<string, unknown>): void {
-    switch (frame.subtype) {
-      case 'hello': this.#hello(frame); return
-      case 'status': this.#status(frame); return
-      case 'permission_resolved':
-      case 'request_resolved':
-        if (typeof frame.request_id === 'string') {
-          this.#answers.delete(frame.request_id)
-          this.#prompts.delete(frame.request_id)
-          this.#noticed.delete(frame.request_id)
-        }
-        if (typeof frame.seq === 'number' && frame.seq > this.#seenSeq) this.#seenSeq = frame.seq
-        return
-      case 'error': this.#gatewayError(frame); return
-      case 'credential': this.#renewal.deadline(frame.expires_at); return
-      case 'request_pending':
-        if (typeof frame.request_id === 'string') this.#noticed.add(frame.request_id)
-        if (typeof frame.seq === 'number' && frame.seq > this.#seenSeq) this.#seenSeq = frame.seq
-        return
-      default:
-        if (typeof frame.seq === 'number' && frame.seq > this.#seenSeq) this.#seenSeq = frame.seq
-    }
-  }
-
-  #hello (frame: Record<string, unknown>): void {
-    if (frame.resume === 'unavailable') {
-      // The gateway's store could not serve the replay; it closes this connection (1013) and
-      // nothing was skipped: come back later with the same ?after=.
-      const hint = typeof frame.retry_after_ms === 'number' ? frame.retry_after_ms : 0
-      this.#link.retryAfter(hint)
-      this.#io.debug(`the gateway cannot replay after seq ${this.#seenSeq} yet (event store unavailable); retrying`)
-      return
-    }
-    if (frame.role !== 'controller') {
-      this.#io.warn('the gateway attached claude-remote as an observer: its lines cannot reach the CLI')
-    }
-    if (frame.resume === 'gap') this.#io.warn(`seqs ${String(frame.missing_from)}–${String(frame.missing_to)} are no longer in the gateway's history: some output was lost`)
-    // Attached without replay (--resume): history before this point is not the host's.
-    if (this.#seenSeq < 0 && typeof frame.last_seq === 'number') this.#seenSeq = frame.last_seq
-    this.#helloPending = new Set(Array.isArray(frame.pending_requests) ? frame.pending_requests.map(String) : [])
-    const ws: WebSocket = this.#link.attached()
-    // Answers that may have been lost with the previous connection (a second one is refused, harmlessly).
-    for (const id of this.#helloPending) {
-      const answer = this.#answers.get(id)
-      if (answer !== undefined && !this.#outbox.isQueued(answer)) ws.send(answer)
-    }
-    // What went out on earlier connections unconfirmed waits for the replay: an answer given meanwhile is in it.
-    const nothingReplayed = frame.resume === 'gap' && frame.oldest_seq === null
-    const resendAt = typeof frame.last_seq === 'number' && !nothingReplayed ? frame.last_seq : -1
-    this.#outbox.attached(ws, resendAt)
-    this.#io.debug(`attached (last_seq ${String(frame.last_seq)}, resume ${String(frame.resume)})`)
-    this.#outbox.resendIfCaughtUp(this.#seenSeq, resendAt < 0)
-  }
-
-  #status (frame: Record<string, unknown>): void {
-    if (typeof frame.seq === 'number' && frame.seq > this.#seenSeq) this.#seenSeq = frame.seq
-    const status = frame.status
-    if (status !== 'stopped' && status !== 'exited') return
-    if (this.#ending.started) return
-    const exit = isRecord(frame.exit) ? frame.exit : {}
-    if (status === 'exited') {
-      // The CLI ended on its own: so does its stand-in, with its code.
-      const code = typeof exit.code === 'number' ? exit.code : 1
-      this.#io.debug(`the CLI exited (${String(exit.code)}, ${String(exit.reason)})`)
-      void this.#end(code, false)
-      return
-    }
-    if (this.#turns > 0) {
-      // Stopped mid-turn by someone else (DELETE, gateway shutdown): that turn will never end.
-      this.#io.warn(`the gateway stopped the session's CLI during a turn (${String(exit.reason)})`)
-      void this.#end(143, false)
-    }
-    // Stopped while idle: the next user line resumes it (--resume), as the gateway does.
-  }
-
-  #gatewayError (frame: Record<string, unknown>): void {
-    const id = typeof frame.request_id === 'string' ? frame.request_id : null
-    const code = String(frame.code)
-    const message = typeof frame.message === 'string' ? frame.message : code
-    if (code === 'credential_refused') this.#renewal.refused()
-    // The replay stopped short (the store did not answer): it will not catch up, send what was lost now.
-    if (code === 'store_unavailable') this.#outbox.resendIfCaughtUp(this.#seenSeq, true)
-    if (id !== null) this.#outbox.answered(id)
-    if (id !== null && this.#input.hostAnswered(id)) {
-      // What an SDK waiting on that request understands.
-      this.#out(refusalAnswer(id, message, code))
-      this.#answersBeforeEnd.delete(id)
-      this.#maybeEnd()
-      return
-    }
-    if (id !== null && this.#answers.has(id) && (code === 'already_resolved' || code === 'unknown_request')) return
-    if (id === null && USER_REFUSALS.has(code) && this.#turns > 0) this.#turns--
-    this.#io.warn(`gateway: ${code}: ${message}${id === null ? '' : ` (request ${id})`}`)
-    this.#maybeEnd()
   }
 
   #out (line: string): void {
