@@ -8,13 +8,13 @@
  * processes on one Redis; the fake CLI logs what it read on stdin.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { isHello, isPrompt, isResult } from '../support/frames.js'
 import { TOKEN_A, processAlive } from '../support/gateway.js'
-import { type GatewayNode, type GatewayNodes, isLost, startNodes } from '../support/gateway-nodes.js'
+import { type GatewayNode, type GatewayNodes, answersRead, isLost, startNodes } from '../support/gateway-nodes.js'
 import { REDIS_URL, redisCommand } from '../support/redis-server.js'
 import { eventually } from '../support/waiters.js'
 
@@ -33,8 +33,7 @@ describe('a call waiting in a frozen owner\'s inbox', { timeout: 60_000 }, () =>
     return entries.map(([, fields]) => JSON.parse(fields[1] as string) as Record<string, unknown>)
   }
   /** The control responses the session's CLIs, on any node, read on stdin. */
-  const answersGiven = (id: string): string[] => readFileSync(join(dir, 'log', `${id}.stdin.ndjson`), 'utf8').split('\n')
-    .filter((l) => l.includes('"control_response"')).map((l) => String(JSON.parse(l).response.request_id))
+  const answersGiven = (id: string): string[] => answersRead(join(dir, 'log'), id)
 
   it('an answer is not given to the woken owner\'s CLI, nor answered 200, once the session moved', async () => {
     const [a, b] = cluster.nodes as [GatewayNode, GatewayNode]

@@ -8,13 +8,13 @@
  */
 import assert from 'node:assert/strict'
 import { request as httpRequest } from 'node:http'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { isHello, isPrompt, isResult } from '../support/frames.js'
 import { TOKEN_A, processAlive } from '../support/gateway.js'
-import { type GatewayNode, type GatewayNodes, isLost, startNodes } from '../support/gateway-nodes.js'
+import { type GatewayNode, type GatewayNodes, answersRead, isLost, startNodes } from '../support/gateway-nodes.js'
 import { REDIS_URL, redisCommand } from '../support/redis-server.js'
 import { eventually } from '../support/waiters.js'
 
@@ -31,8 +31,7 @@ describe('an HTTP request made on an owner woken past its lease', { timeout: 90_
   })
 
   /** The control responses the session's CLIs, on any node, read on stdin. */
-  const answersGiven = (id: string): string[] => readFileSync(join(dir, 'log', `${id}.stdin.ndjson`), 'utf8').split('\n')
-    .filter((l) => l.includes('"control_response"')).map((l) => String(JSON.parse(l).response.request_id))
+  const answersGiven = (id: string): string[] => answersRead(join(dir, 'log'), id)
 
   /**
    * Sends a request to `node` (frozen: the kernel takes the connection and

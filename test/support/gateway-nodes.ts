@@ -147,3 +147,9 @@ export async function takeOver (node: GatewayNode, sessionId: string): Promise<T
   await client.waitFor(holdsIt)
   return client
 }
+
+/** The request ids of the control responses the session's fake CLIs (any node, logging to `logDir`) read on stdin. */
+export function answersRead (logDir: string, sessionId: string): string[] {
+  return readFileSync(join(logDir, `${sessionId}.stdin.ndjson`), 'utf8').split('\n')
+    .filter((l) => l.includes('"control_response"')).map((l) => String(JSON.parse(l).response.request_id))
+}
