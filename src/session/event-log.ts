@@ -12,22 +12,14 @@
  * from history: the log keeps the exact ranges it dropped (`lostRanges`, saved
  * in the session record), so a resume verdict can name them, and reports each
  * outage's losses once (`onOverflow` at the first drop, the totals with
- * `onDegraded(false, …)`), however many batches it drops.
+ * `onDegraded(false, …)`), however many batches it drops (lost-history.ts).
  */
 import type { Logger } from 'pino'
 import { encodeFrames } from './frame-bytes.js'
+import { CHECK_PAGE_BYTES, LostHistory, type OverflowEpisode, type SeqRange } from './lost-history.js'
 import { type EventStore, type Lease, type RawEvent, type StoredEvent, FencedError, withinBytes } from '../store/store.js'
 
-/** Seqs `[from, to]` (inclusive) that are missing from history. */
-export type SeqRange = [from: number, to: number]
-
-/** What one outage dropped from history (STORE_QUEUE_MAX passed). */
-export interface OverflowEpisode {
-  /** First and last seq dropped; `dropped` may be fewer when a write succeeded in between. */
-  from: number
-  to: number
-  dropped: number
-}
+export type { OverflowEpisode, SeqRange } from './lost-history.js'
 
 /** A committed event, with an optional alternative rendering for observers. */
 export interface LogEvent extends StoredEvent {
@@ -69,9 +61,6 @@ export interface EventLogOptions {
   onBacklog?: (full: boolean) => void
 }
 
-/** At most this many lost ranges are remembered per session. */
-const MAX_LOST_RANGES = 100
-
 /**
  * Frame characters waiting behind the append in flight past which the log
  * asks its source to pause (onBacklog); a quarter of what one Redis script
@@ -86,8 +75,6 @@ export const BACKLOG_CHARS = 256 * 1024
 const RETRY_MIN_MS = 100
 const RETRY_MAX_MS = 5000
 const WRITE_CHUNK = 1000
-/** Reading back a dropped range after an outage goes in pages of about this many bytes. */
-const CHECK_PAGE_BYTES = 256 * 1024
 
 export class EventLog {
   readonly #o: EventLogOptions
@@ -105,19 +92,16 @@ export class EventLog {
   #retryMs = RETRY_MIN_MS
   #retryTimer: NodeJS.Timeout | null = null
   #closed = false
-  readonly #lost: SeqRange[]
-  /** What the current outage dropped; null until it drops something. */
-  #episode: OverflowEpisode | null = null
+  /** Ranges dropped from history, and the current outage's losses. */
+  readonly #lost: LostHistory
   /** Set when the store refused a write as fenced: nothing is written or relayed any more. */
   #fenced = false
-  /** Drops so far (#drop calls): what an outage's check of its losses has seen. */
-  #drops = 0
 
   constructor (options: EventLogOptions) {
     this.#o = options
     this.#seq = options.lastSeq
     this.#committedSeq = options.lastSeq
-    this.#lost = (options.lostRanges ?? []).map(([from, to]) => [from, to])
+    this.#lost = new LostHistory(options)
   }
 
   /** Highest seq assigned. */
@@ -131,16 +115,11 @@ export class EventLog {
   /** Oldest seq held in memory for the store (only while it is down), else undefined. */
   get heldFrom (): number | undefined { return this.#unsaved[0]?.seq }
   /** Every range dropped from history, ascending (a copy). */
-  get lostRanges (): SeqRange[] { return this.#lost.map(([from, to]) => [from, to]) }
+  get lostRanges (): SeqRange[] { return this.#lost.ranges }
 
   /** The dropped ranges within (after, upTo], clipped to it. */
   lostWithin (after: number, upTo: number): SeqRange[] {
-    const out: SeqRange[] = []
-    for (const [from, to] of this.#lost) {
-      if (to <= after || from > upTo) continue
-      out.push([Math.max(from, after + 1), Math.min(to, upTo)])
-    }
-    return out
+    return this.#lost.within(after, upTo)
   }
 
   /**
@@ -358,29 +337,8 @@ export class EventLog {
     for (const e of batch) e.bytes = undefined
     this.#unsaved.push(...batch)
     const over = this.#unsaved.length - this.#o.maxUnsaved
-    if (over > 0) this.#drop(this.#unsaved.splice(0, over))
+    if (over > 0) this.#lost.drop(this.#unsaved.splice(0, over))
     this.#armRetry()
-  }
-
-  /** Forgets held frames for good: their range is remembered, and reported once per outage. */
-  #drop (dropped: LogEvent[]): void {
-    this.#drops++
-    const from = (dropped[0] as LogEvent).seq
-    const to = (dropped[dropped.length - 1] as LogEvent).seq
-    const last = this.#lost[this.#lost.length - 1]
-    if (last !== undefined && last[1] + 1 >= from) last[1] = Math.max(last[1], to)
-    else this.#lost.push([from, to])
-    // Forgotten rather than merged (a merge would call the seqs between them missing): a
-    // replay still marks the jump over a forgotten range with a `gap` frame.
-    if (this.#lost.length > MAX_LOST_RANGES) this.#lost.shift()
-    if (this.#episode !== null) {
-      this.#episode.to = to
-      this.#episode.dropped += dropped.length
-      return
-    }
-    this.#episode = { from, to, dropped: dropped.length }
-    this.#o.logger.error({ session: this.#o.sessionId, from, to }, 'STORE_QUEUE_MAX reached: the oldest unsaved events are dropped from history until the store answers')
-    this.#o.onOverflow({ ...this.#episode })
   }
 
   #armRetry (): void {
@@ -416,61 +374,19 @@ export class EventLog {
         this.#unsaved.splice(0, firstKept === -1 ? this.#unsaved.length : firstKept)
       }
       this.#retryMs = RETRY_MIN_MS
-      if (this.#episode === null || checked === this.#drops) break
-      checked = this.#drops
-      await this.#confirmLost(this.#episode)
+      const episode = this.#lost.episode
+      if (episode === null || checked === this.#lost.drops) break
+      checked = this.#lost.drops
+      await this.#lost.confirm(episode)
     }
     this.#setDegraded(false)
-  }
-
-  /**
-   * An append that timed out may still have been applied (a paused Redis runs
-   * the commands waiting on its socket once it resumes: the failed batch, and
-   * retries of held frames later dropped), so frames dropped as unsaved may be
-   * in the store after all, in any pattern. Before the outage's losses are
-   * reported, each of its ranges is read back once (seqs only matter; pages
-   * bounded in bytes) and replaced by the sub-ranges the store really lacks.
-   */
-  async #confirmLost (episode: OverflowEpisode): Promise<void> {
-    try {
-      for (let i = this.#lost.length - 1; i >= 0; i--) {
-        const [from, to] = this.#lost[i] as SeqRange
-        if (to < episode.from) break
-        this.#lost.splice(i, 1, ...await this.#missingIn(from, to))
-      }
-    } catch (err) {
-      this.#o.logger.warn({ err, session: this.#o.sessionId }, 'could not check which dropped events the store has after all; reporting all of them')
-      return
-    }
-    const mine = this.#lost.filter(([, to]) => to >= episode.from)
-    episode.dropped = mine.reduce((n, [from, to]) => n + to - from + 1, 0)
-    episode.from = mine[0]?.[0] ?? episode.from
-    episode.to = mine[mine.length - 1]?.[1] ?? episode.to
-  }
-
-  /** The sub-ranges of [from, to] the store does not hold. */
-  async #missingIn (from: number, to: number): Promise<SeqRange[]> {
-    const missing: SeqRange[] = []
-    let cursor = from - 1
-    while (cursor < to) {
-      const page = await this.#o.store.read(this.#o.sessionId, cursor, Math.min(WRITE_CHUNK, to - cursor), CHECK_PAGE_BYTES)
-      const inRange = page.filter((e) => e.seq <= to)
-      for (const e of inRange) {
-        if (e.seq > cursor + 1) missing.push([cursor + 1, e.seq - 1])
-        cursor = e.seq
-      }
-      if (inRange.length < page.length || inRange.length === 0) break
-    }
-    if (cursor < to) missing.push([cursor + 1, to])
-    return missing
   }
 
   #setDegraded (degraded: boolean): void {
     if (this.#degraded === degraded) return
     this.#degraded = degraded
     // An episode may begin just before the outage is declared (the failed batch itself overflowed).
-    const found = degraded ? null : this.#episode
-    if (!degraded) this.#episode = null
+    const found = degraded ? null : this.#lost.endEpisode()
     const episode = found !== null && found.dropped > 0 ? found : null
     if (episode !== null) {
       this.#o.logger.warn({ session: this.#o.sessionId, ...episode }, 'event store answers again; events dropped from history during the outage')

@@ -9,7 +9,8 @@
  * becomes `store_unavailable` (503), while sessions already loaded keep
  * answering from memory. When the store answers again after a lost
  * connection, every loaded session's record is written again (the store
- * may have lost it).
+ * may have lost it). Finding the sessions a gone node left running is in
+ * lost-sessions.ts; how sessions hold their leases, in lease-ownership.ts.
  */
 import { randomUUID } from 'node:crypto'
 import { rmdirSync } from 'node:fs'
@@ -26,6 +27,8 @@ import { Session, type SessionLimits } from './session.js'
 import { CliPlan, type CliPlanOptions } from './cli-plan.js'
 import { sessionViews } from './session-listing.js'
 import type { SessionEvents } from './session-events.js'
+import { LostSessions } from './lost-sessions.js'
+import { leaseOwnership } from './lease-ownership.js'
 
 /** Session records `GET /v1/permissions` reads at most, per call. */
 const PROMPT_SCAN_MAX = 1000
@@ -85,8 +88,8 @@ export class SessionManager {
   /** Given to every session; routes count what only they see (client frames) on it too. */
   readonly metrics: MetricsSink
   readonly #ownership: SessionOwnership
-  #sweeper: NodeJS.Timeout | null = null
-  #sweeping = false
+  /** Records as lost the sessions a gone node left running (at start, and by sweeping lapsed leases). */
+  readonly #lost: LostSessions
   /** How each session's CLI is started (folders, command, environment, conversation carry). */
   readonly #plan: CliPlan
 
@@ -94,22 +97,16 @@ export class SessionManager {
     this.#o = options
     this.metrics = options.metrics ?? noopMetrics
     this.#plan = new CliPlan(options)
-    const keeper = options.keeper
-    const leases = options.store.leases
-    this.#ownership = {
-      acquire: async (id, onFenced) => {
-        const lease = await keeper.acquire(id, onFenced)
-        if (lease !== null || options.isDeadNode === undefined) return lease
-        // Held: by a node of this host that is gone (a restart under a new pid)? Then it is ours at once.
-        const holder = await leases.holder(id)
-        return holder !== null && options.isDeadNode(holder.node) ? await keeper.acquire(id, onFenced, holder.node) : null
-      },
-      release: async (lease) => await keeper.release(lease),
-      forget: (lease) => keeper.forget(lease),
-      // Only a lease this node still holds: a write that lands after a release must not bring it back.
-      reclaim: async (lease) => await keeper.confirm(lease),
-      fresh: (lease) => keeper.fresh(lease)
-    }
+    this.#ownership = leaseOwnership(options.keeper, options.store.leases, options.isDeadNode)
+    this.#lost = new LostSessions({
+      store: options.store,
+      logger: options.logger,
+      loaded: (id) => this.#sessions.get(id),
+      loading: (id) => this.#loading.has(id),
+      get: async (id, tenant) => await this.get(id, tenant),
+      closing: () => this.#closing,
+      listLive: async () => await this.#stored('list live sessions', () => this.#o.store.listLive())
+    })
     options.store.onReconnect?.(() => { void this.#saveRecordsAgain() })
   }
 
@@ -289,58 +286,16 @@ export class SessionManager {
   }
 
   /**
-   * Marks sessions whose node is gone as stopped (`exit.reason: "lost"`): at
-   * start, those left by this node's previous process (same NODE_ID, or a
-   * dead pid of this host) and every session whose lease has lapsed. Sessions
-   * whose lease a live node holds are left to it. Returns how many were marked.
+   * Marks sessions whose node is gone as stopped (`exit.reason: "lost"`):
+   * those left running at start (lost-sessions.ts). Returns how many were marked.
    */
   async recover (): Promise<number> {
-    const live = await this.#stored('list live sessions', () => this.#o.store.listLive())
-    let marked = 0
-    for (const record of live) {
-      try {
-        const session = await this.get(record.id, record.tenant)
-        if (session !== null && isFinal(session.status)) marked++
-      } catch (err) {
-        // Marked when first loaded instead (any later lookup loads it the same way).
-        this.#o.logger.warn({ session: record.id, err: (err as Error).message }, 'could not mark a session left running as lost')
-      }
-    }
-    return marked
+    return await this.#lost.recover()
   }
 
-  /**
-   * Every `everyMs`, records as lost the live sessions whose lease lapsed
-   * (their node died or hangs): each node sweeps, and the lease decides
-   * which one records it.
-   */
+  /** Every `everyMs`, records as lost the live sessions whose lease lapsed (lost-sessions.ts). */
   startSweeping (everyMs: number): void {
-    if (this.#sweeper !== null) return
-    this.#sweeper = setInterval(() => { void this.#sweep() }, everyMs)
-    this.#sweeper.unref()
-  }
-
-  async #sweep (): Promise<void> {
-    if (this.#sweeping || this.#closing) return
-    this.#sweeping = true
-    try {
-      const live = await this.#o.store.listLive()
-      for (const record of live) {
-        const loaded = this.#sessions.get(record.id)
-        if (loaded?.owned === true || this.#loading.has(record.id)) continue
-        if (await this.#o.store.leases.holder(record.id) !== null) continue
-        if (loaded === undefined) {
-          await this.get(record.id, record.tenant) // loading claims it (see #load)
-        } else if (await loaded.own()) {
-          this.#o.logger.warn({ session: record.id }, 'session lease lapsed: recorded as lost')
-          await loaded.disown()
-        }
-      }
-    } catch (err) {
-      this.#o.logger.warn({ err: (err as Error).message }, 'lapsed-lease sweep failed; trying again')
-    } finally {
-      this.#sweeping = false
-    }
+    this.#lost.startSweeping(everyMs)
   }
 
   /**
@@ -351,7 +306,7 @@ export class SessionManager {
    */
   async shutdown (graceMs: number): Promise<void> {
     this.#closing = true
-    if (this.#sweeper !== null) clearInterval(this.#sweeper)
+    this.#lost.stop()
     const deadline = Date.now() + graceMs
     await Promise.all([...this.#sessions.values()].map(async (s) => {
       await s.drain(deadline)

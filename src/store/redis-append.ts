@@ -184,7 +184,7 @@ export class RedisAppender {
    * The longest any frame of the session's stream with seq <= `upTo` can be,
    * as far as this node knows for sure; Infinity when it does not. A read
    * ending at `upTo` whose count times this fits its budget needs no script
-   * to keep to it (RedisStore.readRaw).
+   * to keep to it (RedisReader.readRaw, redis-read.ts).
    */
   bound (sessionId: string, upTo: number): number {
     const state = this.#sessions.get(sessionId)

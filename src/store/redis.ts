@@ -34,12 +34,14 @@
  *                           created_at in ms. Listing walks it newest first
  *                           (ties: higher id first, as ZREVRANGEBYSCORE does).
  *                           Members whose meta has expired are removed lazily
- *                           by listSessions.
+ *                           by listSessions (redis-index.ts).
  *   P nodes                 Hash: NODE_ID → how full that node said it was and
- *                           until when it counts (placement of new sessions).
+ *                           until when it counts (placement of new sessions;
+ *                           redis-nodes.ts).
  *   P live                  Set of ids of sessions not in a final state, read
  *                           by listLive at start-up to find orphans. Stale
- *                           members are removed lazily by listLive.
+ *                           members are removed lazily by listLive
+ *                           (redis-index.ts).
  *   P{webhooks}:out:<node>  Hash: delivery id → text, the webhook deliveries
  *                           that node has not ended yet (redis-outbox.ts).
  *   P{webhooks}:nodes       Set of the nodes with outbox entries kept.
@@ -67,19 +69,22 @@
 import { Cluster, type Redis } from 'ioredis'
 import {
   type EventFeed, type EventStore, type Lease, type NodeBus, type NodeLoad, type ListOptions, type RetentionOptions, type SessionPage,
-  type RawEvent, type SessionRecord, type StoredEvent, decodeCursor, encodeCursor, isFinal
+  type RawEvent, type SessionRecord, type StoredEvent, isFinal
 } from './store.js'
 import { RedisAppender } from './redis-append.js'
 import { RedisBus } from './redis-bus.js'
 import { redisClient } from './redis-client.js'
 import { RedisFeed } from './redis-feed.js'
+import { RedisSessionIndex } from './redis-index.js'
 import { RedisLeases } from './redis-leases.js'
+import { RedisNodes } from './redis-nodes.js'
 import { RedisOutbox } from './redis-outbox.js'
+import { RedisReader } from './redis-read.js'
 import {
   LEASE_ACQUIRE_COMMAND, LEASE_ACQUIRE_SCRIPT, LEASE_RELEASE_COMMAND,
   LEASE_RELEASE_SCRIPT, LEASE_RENEW_COMMAND, LEASE_RENEW_SCRIPT, OUTBOX_KEEP_COMMAND, OUTBOX_KEEP_SCRIPT,
   OUTBOX_TAKE_OVER_COMMAND, OUTBOX_TAKE_OVER_SCRIPT, PUT_RECORD_COMMAND, PUT_RECORD_SCRIPT, type PutRecord,
-  PUT_CONVERSATION_COMMAND, PUT_CONVERSATION_SCRIPT, type PutConversation, APPEND_CONVERSATION_COMMAND, APPEND_CONVERSATION_SCRIPT, type AppendConversation, READ_COMMAND, READ_COMMAND_RAW, READ_SCRIPT, type ReadWithinBytes,
+  PUT_CONVERSATION_COMMAND, PUT_CONVERSATION_SCRIPT, type PutConversation, APPEND_CONVERSATION_COMMAND, APPEND_CONVERSATION_SCRIPT, type AppendConversation, READ_COMMAND, READ_SCRIPT,
   fenced, fenceOf
 } from './redis-scripts.js'
 import { withTimeout } from '../util/with-timeout.js'
@@ -110,8 +115,6 @@ export interface RedisStoreConfig {
 }
 
 const DEFAULT_COMMAND_TIMEOUT_MS = 2000
-/** Members scanned per round trip when listing; more than a page so skipped members rarely need a second trip. */
-const LIST_CHUNK_MIN = 32
 
 export class RedisStore implements EventStore {
   readonly kind = 'redis'
@@ -128,6 +131,9 @@ export class RedisStore implements EventStore {
   /** Webhook deliveries not yet ended, per node: a few commands on the store's client, no connection of its own. */
   readonly outbox: RedisOutbox
   readonly #appender: RedisAppender
+  readonly #reader: RedisReader
+  readonly #index: RedisSessionIndex
+  readonly #nodes: RedisNodes
   #feed: RedisFeed | null = null
   #bus: RedisBus | null = null
 
@@ -179,6 +185,17 @@ export class RedisStore implements EventStore {
       retention: this.#retention,
       keys: (id) => ({ events: this.#events(id), meta: this.#meta(id), lease: this.#lease(id), followed: this.#followed(id), largest: this.#largest(id), channel: this.#channel(id) })
     })
+    this.#reader = new RedisReader({
+      client,
+      keys: { events: (id) => this.#events(id), largest: (id) => this.#largest(id) },
+      bound: (id, upTo) => this.#appender.bound(id, upTo)
+    })
+    this.#index = new RedisSessionIndex({
+      client,
+      keys: { tenantIndex: (tenant) => this.#tenantIndex(tenant), live: () => this.#live() },
+      getSession: async (id) => await this.getSession(id)
+    })
+    this.#nodes = new RedisNodes({ client, key: `${this.#prefix}nodes` })
     this.leases = new RedisLeases({
       client: this.#client,
       retention: this.#retention,
@@ -247,55 +264,25 @@ export class RedisStore implements EventStore {
   #channel (id: string): string { return `${this.#prefix}{${sessionTag(id)}}:feed` }
   #tenantIndex (tenant: string): string { return `${this.#prefix}tenant:${tenant}:sessions` }
   #live (): string { return `${this.#prefix}live` }
-  #nodes (): string { return `${this.#prefix}nodes` }
 
   async append (sessionId: string, events: StoredEvent[], lease?: Lease): Promise<void> {
     await this.#appender.append(sessionId, events, lease)
   }
 
   async read (sessionId: string, after: number, limit: number, maxBytes?: number): Promise<StoredEvent[]> {
-    if (limit <= 0) return []
-    const start = `${Math.max(0, Math.floor(after) + 1)}-0`
-    if (maxBytes === undefined || maxBytes === Infinity) return (await this.#client.xrange(this.#events(sessionId), start, '+', 'COUNT', limit)).map(toEvent)
-    return await this.#readWithin<string>(READ_COMMAND, sessionId, start, limit, maxBytes)
+    return await this.#reader.read(sessionId, after, limit, maxBytes)
   }
 
   async readRaw (sessionId: string, after: number, limit: number, maxBytes?: number, upTo?: number): Promise<RawEvent[]> {
-    if (limit <= 0) return []
-    const start = `${Math.max(0, Math.floor(after) + 1)}-0`
-    const end = upTo === undefined ? '+' : `${Math.floor(upTo)}-0`
-    // No budget, or every frame the read can reach is known to fit it (this
-    // node wrote them, or read the mark over them as it appended): a plain
-    // XRANGE, about 1 ms a page of 1,000 sooner than the budgeted script.
-    if (maxBytes === undefined || maxBytes === Infinity || (upTo !== undefined && this.#appender.bound(sessionId, upTo) * limit <= maxBytes)) {
-      return (await this.#client.xrangeBuffer(this.#events(sessionId), start, end, 'COUNT', limit)).map(toRawEvent)
-    }
-    const events = await this.#readWithin<Buffer>(READ_COMMAND_RAW, sessionId, start, limit, maxBytes)
-    return upTo === undefined ? events : events.filter((e) => e.seq <= upTo)
-  }
-
-  /** READ_SCRIPT's flat answer as events, frames as the command gives them (strings, or bytes with its Buffer variant). */
-  async #readWithin<F extends string | Buffer> (command: string, sessionId: string, start: string, limit: number, maxBytes: number): Promise<Array<{ seq: number, frame: F }>> {
-    const key = this.#events(sessionId)
-    const client = this.#client as unknown as Record<string, ReadWithinBytes<F>>
-    const [ids, ...frames] = await (client[command] as ReadWithinBytes<F>)(key, this.#largest(sessionId), start, Math.floor(limit), maxBytes >= 0 ? Math.floor(maxBytes) : 0)
-    if (ids === undefined || frames.length === 0) return []
-    // Entry ids are ASCII digits, '-' and ','.
-    const seqs = (typeof ids === 'string' ? ids : ids.toString('latin1')).split(',')
-    if (seqs.length !== frames.length) throw new Error(`budgeted read of ${key} answered ${seqs.length} ids for ${frames.length} frames`)
-    return frames.map((frame, i) => ({ seq: seqOf(seqs[i] as string), frame }))
+    return await this.#reader.readRaw(sessionId, after, limit, maxBytes, upTo)
   }
 
   async firstSeq (sessionId: string): Promise<number | null> {
-    const entries = await this.#client.xrange(this.#events(sessionId), '-', '+', 'COUNT', 1)
-    const first = entries[0]
-    return first === undefined ? null : seqOf(first[0])
+    return await this.#reader.firstSeq(sessionId)
   }
 
   async lastSeq (sessionId: string): Promise<number | null> {
-    const entries = await this.#client.xrevrange(this.#events(sessionId), '+', '-', 'COUNT', 1)
-    const last = entries[0]
-    return last === undefined ? null : seqOf(last[0])
+    return await this.#reader.lastSeq(sessionId)
   }
 
   async putSession (record: SessionRecord, lease?: Lease): Promise<void> {
@@ -311,10 +298,7 @@ export class RedisStore implements EventStore {
     } catch (err) {
       throw fenced(record.id, err)
     }
-    await Promise.all([
-      this.#client.zadd(this.#tenantIndex(record.tenant), scoreOf(record), record.id),
-      final ? this.#client.srem(this.#live(), record.id) : this.#client.sadd(this.#live(), record.id)
-    ])
+    await this.#index.add(record)
   }
 
   async getSession (id: string): Promise<SessionRecord | null> {
@@ -334,67 +318,11 @@ export class RedisStore implements EventStore {
   }
 
   async listSessions (tenant: string, options: ListOptions): Promise<SessionPage> {
-    const index = this.#tenantIndex(tenant)
-    const after = options.cursor === undefined ? null : decodeCursor(options.cursor)
-    const want = Math.max(0, options.limit) + 1 // one more than a page tells whether there is a next page
-    const chunk = Math.max(LIST_CHUNK_MIN, want * 2)
-    const found: SessionRecord[] = []
-    const stale: string[] = []
-    let offset = 0
-    while (found.length < want) {
-      // Members at or below the cursor's time, newest first; the cursor's own
-      // tie group is filtered by id below.
-      const flat = await this.#client.zrevrangebyscore(index, after === null ? '+inf' : after.ms, '-inf', 'WITHSCORES', 'LIMIT', offset, chunk)
-      const members: string[] = []
-      for (let i = 0; i + 1 < flat.length; i += 2) {
-        const id = flat[i] as string
-        const ms = Number(flat[i + 1])
-        if (after === null || ms < after.ms || Buffer.compare(Buffer.from(id), Buffer.from(after.id)) < 0) members.push(id)
-      }
-      const records = await Promise.all(members.map((id) => this.getSession(id)))
-      for (let i = 0; i < members.length && found.length < want; i++) {
-        const record = records[i]
-        if (record == null || record.tenant !== tenant) stale.push(members[i] as string)
-        // A record naming another session (copied under this key) is not this member's: it would list its session twice.
-        else if (record.id === members[i]) found.push(record)
-      }
-      offset += chunk
-      if (flat.length < chunk * 2) break
-    }
-    if (stale.length > 0) await this.#dropStale(index, tenant, stale)
-    const page = found.slice(0, options.limit)
-    const last = page[page.length - 1]
-    return { sessions: page, next_cursor: found.length > page.length && last !== undefined ? encodeCursor(last) : null }
-  }
-
-  /** Removes index members whose record expired, restoring any that a concurrent putSession re-created meanwhile. */
-  async #dropStale (index: string, tenant: string, ids: string[]): Promise<void> {
-    await this.#client.zrem(index, ...ids)
-    const again = await Promise.all(ids.map((id) => this.getSession(id)))
-    await Promise.all(again.map((record) => record != null && record.tenant === tenant
-      ? this.#client.zadd(index, scoreOf(record), record.id)
-      : null))
+    return await this.#index.listSessions(tenant, options)
   }
 
   async listLive (): Promise<SessionRecord[]> {
-    const ids = await this.#client.smembers(this.#live())
-    const records = await Promise.all(ids.map((id) => this.getSession(id)))
-    const live: SessionRecord[] = []
-    const stale: string[] = []
-    records.forEach((record, i) => {
-      // A record naming another session (copied under this key) is not this member's, and is left as it is.
-      if (record != null && record.id !== ids[i]) return
-      if (record != null && !isFinal(record.status)) live.push(record)
-      else stale.push(ids[i] as string)
-    })
-    if (stale.length > 0) {
-      await this.#client.srem(this.#live(), ...stale)
-      // A session put live again while we looked must stay in the set.
-      const again = await Promise.all(stale.map((id) => this.getSession(id)))
-      const back = again.filter((r): r is SessionRecord => r != null && !isFinal(r.status)).map((r) => r.id)
-      if (back.length > 0) await this.#client.sadd(this.#live(), ...back)
-    }
-    return live
+    return await this.#index.listLive()
   }
 
   async saveConversation (sessionId: string, data: Buffer, lease?: Lease): Promise<void> {
@@ -420,30 +348,15 @@ export class RedisStore implements EventStore {
   }
 
   async reportNode (load: NodeLoad, ttlMs: number): Promise<void> {
-    await this.#client.hset(this.#nodes(), load.node, JSON.stringify({ ...load, until: load.until ?? load.at + ttlMs }))
+    await this.#nodes.report(load, ttlMs)
   }
 
   async listNodes (): Promise<NodeLoad[]> {
-    const all = await this.#client.hgetall(this.#nodes())
-    const now = Date.now()
-    const live: NodeLoad[] = []
-    const gone: string[] = []
-    for (const [node, json] of Object.entries(all)) {
-      try {
-        const entry = JSON.parse(json) as NodeLoad & { until: number }
-        if (entry.until > now) live.push({ node, running: entry.running, max: entry.max, at: entry.at, until: entry.until, ...(entry.tenants === undefined ? {} : { tenants: entry.tenants }), ...(entry.mac === undefined ? {} : { mac: entry.mac }) })
-        else gone.push(node)
-      } catch {
-        gone.push(node)
-      }
-    }
-    // Nodes that stopped reporting (they died): dropped lazily, by whoever lists.
-    if (gone.length > 0) await this.#client.hdel(this.#nodes(), ...gone)
-    return live
+    return await this.#nodes.list()
   }
 
   async forgetNode (node: string): Promise<void> {
-    await this.#client.hdel(this.#nodes(), node)
+    await this.#nodes.forget(node)
   }
 
   async claimOnce (key: string, ttlMs: number): Promise<boolean> {
@@ -495,32 +408,4 @@ function unreadable (id: string): SessionRecord {
 
 function isWrongType (err: unknown): boolean {
   return err instanceof Error && err.message.startsWith('WRONGTYPE')
-}
-
-function seqOf (entryId: string): number {
-  return Number(entryId.slice(0, entryId.indexOf('-')))
-}
-
-function toEvent ([id, fields]: [id: string, fields: string[]]): StoredEvent {
-  const at = fields.indexOf('f')
-  const frame = at >= 0 && at % 2 === 0 ? fields[at + 1] : undefined
-  if (frame === undefined) throw new Error(`stream entry ${id} has no frame field`)
-  return { seq: seqOf(id), frame }
-}
-
-function toRawEvent ([id, fields]: [id: Buffer, fields: Buffer[]]): RawEvent {
-  let frame: Buffer | undefined
-  for (let i = 0; i + 1 < fields.length; i += 2) {
-    if ((fields[i] as Buffer).equals(FRAME_FIELD)) { frame = fields[i + 1]; break }
-  }
-  const text = id.toString('latin1')
-  if (frame === undefined) throw new Error(`stream entry ${text} has no frame field`)
-  return { seq: seqOf(text), frame }
-}
-
-const FRAME_FIELD = Buffer.from('f')
-
-function scoreOf (record: SessionRecord): number {
-  const ms = Date.parse(record.created_at)
-  return Number.isFinite(ms) ? ms : 0
 }
