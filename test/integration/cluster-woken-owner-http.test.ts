@@ -112,12 +112,13 @@ describe('an HTTP request made on an owner woken past its lease', { timeout: 90_
     const [a, b] = cluster.nodes as [GatewayNode, GatewayNode]
     const { id, sent } = await movedWhileFrozen(async (id) => {
       const newPid = (await b.session(id)).body.pid as number
+      // Checked before A wakes: once it does, the stop may reach B at once.
+      assert.ok(processAlive(newPid), 'B runs the CLI')
       const stop = send(a, 'DELETE', `/v1/sessions/${id}`)
       await stop.written
       return { newPid, reply: stop.reply }
     })
     const { newPid } = sent
-    assert.ok(processAlive(newPid), 'B runs the CLI')
     const stopped = await sent.reply
     assert.equal(stopped.status, 200, JSON.stringify(stopped.body))
     assert.notEqual(stopped.body.status, 'running', 'the answer is the session as stopped, not the fenced copy')

@@ -13,7 +13,7 @@ import { within } from '../support/waiters.js'
 
 test('SIGTERM while claude-remote ends after stdin EOF (the CLI slow to stop): exit 143 at once, not 0 once the stop is done', async (t) => {
   // The CLI ignores its stdin's end: the gateway's stop waits CLI_STOP_TIMEOUT_MS before its SIGTERM.
-  const gw = await gateway(t, { cliArgs: ['--fake-mode', 'hang'], env: { CLI_STOP_TIMEOUT_MS: '60000' } })
+  const gw = await gateway(t, { cliArgs: ['--fake-mode', 'hang'], env: { CLI_STOP_TIMEOUT_MS: '15000' } })
   const remote = spawnRemote(gw)
   t.after(() => remote.child.kill('SIGKILL'))
   remote.write(sdkInitialize())
