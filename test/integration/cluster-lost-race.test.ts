@@ -17,13 +17,12 @@ import { pino } from 'pino'
 import type { CliCallbacks, CliHandle, CliSpawnSpec } from '../../src/cli/cli-handle.js'
 import { ControlPolicy } from '../../src/control/control-policy.js'
 import type { ClientFrame } from '../../src/protocol/client-frames.js'
-import type { ClientPort } from '../../src/session/audience.js'
 import type { SessionOwnership, SessionRoute } from '../../src/session/session-deps.js'
 import { Session } from '../../src/session/session.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { Lease, SessionRecord } from '../../src/store/store.js'
 import { type Frame, isError, isResult, isStatus } from '../support/frames.js'
-import { Waiters } from '../support/waiters.js'
+import { TestPort } from '../support/session-stubs.js'
 
 const isLost = (f: Frame): boolean => isStatus('stopped')(f) && f.exit?.reason === 'lost'
 const isHolder = (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller'
@@ -33,23 +32,6 @@ function deferred<T = void> (): { promise: Promise<T>, resolve: (value: T) => vo
   let resolve!: (value: T) => void
   const promise = new Promise<T>((r) => { resolve = r })
   return { promise, resolve }
-}
-
-/** A WebSocket client as the session sees it: every frame it is sent, parsed. */
-class TestPort implements ClientPort {
-  readonly id = randomUUID()
-  readonly frames: Frame[] = []
-  readonly #waiters = new Waiters()
-
-  send (data: string | Buffer): void {
-    this.frames.push(JSON.parse(data.toString()) as Frame)
-    this.#waiters.wake()
-  }
-
-  async waitFor (predicate: (f: Frame) => boolean, from = 0): Promise<Frame> {
-    return await this.#waiters.until(() => this.frames.slice(from).find(predicate), 5000, predicate.toString(),
-      () => `last frames: ${JSON.stringify(this.frames.slice(-3))}`)
-  }
 }
 
 /** Every CLI started, on any node: where, whether with --resume, and what it was written. */
@@ -234,7 +216,7 @@ describe('a message right after a dead node\'s session was recorded lost', () =>
     }
     const from = client.frames.length
     onB.handleFrame(client, user('echo after the loss'))
-    const answer = await client.waitFor((f) => isResult(f) || f.subtype === 'error', from)
+    const answer = await client.waitFor((f) => isResult(f) || f.subtype === 'error', 5000, from)
     assert.equal(answer.type, 'result', `answered, not refused: ${JSON.stringify(answer)}`)
     assert.equal(answer.result, 'Echo: echo after the loss')
 
@@ -262,7 +244,7 @@ describe('a message right after a dead node\'s session was recorded lost', () =>
 
     const from = client.frames.length
     onC.handleFrame(client, user('echo on the recorder'))
-    const answer = await client.waitFor((f) => isResult(f) || f.subtype === 'error', from)
+    const answer = await client.waitFor((f) => isResult(f) || f.subtype === 'error', 5000, from)
     assert.equal(answer.type, 'result', `answered, not refused: ${JSON.stringify(answer)}`)
     const retaken = await store.leases.holder(id)
     assert.equal(retaken?.node, 'node-c')
@@ -289,7 +271,7 @@ describe('a message right after a dead node\'s session was recorded lost', () =>
     b.refusing = true
     const from = client.frames.length
     onB.handleFrame(client, user('echo never'))
-    await client.waitFor(isError('session_elsewhere'), from)
+    await client.waitFor(isError('session_elsewhere'), 5000, from)
     assert.ok(b.acquires >= 2 && b.acquires <= 5, `tried again a bounded number of times (${b.acquires} acquisitions)`)
     assert.deepEqual(launches, [])
     assert.equal(client.frames.slice(from).filter(isError('session_elsewhere')).length, 1, 'refused once')

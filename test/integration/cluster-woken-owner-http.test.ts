@@ -8,30 +8,16 @@
  */
 import assert from 'node:assert/strict'
 import { request as httpRequest } from 'node:http'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { after, before, describe, it } from 'node:test'
-import { isHello, isPrompt, isResult } from '../support/frames.js'
+import { describe, it } from 'node:test'
 import { TOKEN_A, processAlive } from '../support/gateway.js'
-import { type GatewayNode, type GatewayNodes, answersRead, isLost, startNodes } from '../support/gateway-nodes.js'
-import { REDIS_URL, redisCommand } from '../support/redis-server.js'
+import { frozenOwnerNodes, movedWhileFrozen } from '../support/frozen-owner.js'
+import type { GatewayNode } from '../support/gateway-nodes.js'
 import { eventually } from '../support/waiters.js'
 
 interface Reply { status: number, body: any }
 
 describe('an HTTP request made on an owner woken past its lease', { timeout: 90_000 }, () => {
-  let cluster: GatewayNodes
-  const dir = mkdtempSync(join(tmpdir(), 'cgw-woken-http-'))
-  // A fenced CLI that takes its time to go (as one busy in a tool does) reads what it was last written.
-  before(async () => { cluster = await startNodes({ count: 2, redisUrl: REDIS_URL, env: { CLAUDE_ARGS_EXTRA: `--fake-log-dir ${join(dir, 'log')} --fake-mode ignore-sigterm`, SESSION_LEASE_MS: '600' } }) })
-  after(async () => {
-    await cluster.close()
-    rmSync(dir, { recursive: true, force: true })
-  })
-
-  /** The control responses the session's CLIs, on any node, read on stdin. */
-  const answersGiven = (id: string): string[] => answersRead(join(dir, 'log'), id)
+  const nodes = frozenOwnerNodes('cgw-woken-http-')
 
   /**
    * Sends a request to `node` (frozen: the kernel takes the connection and
@@ -60,46 +46,20 @@ describe('an HTTP request made on an owner woken past its lease', { timeout: 90_
     return { written: done, reply }
   }
 
-  /**
-   * A session with a prompt pending, created on A; A frozen until its lease
-   * lapses and a client of B resumes the session there (B records it lost).
-   * `whileFrozen` sends A its requests before A is woken.
-   */
-  const movedWhileFrozen = async <T>(whileFrozen: (id: string, requestId: string) => Promise<T>): Promise<{ id: string, requestId: string, oldPid: number, sent: T }> => {
-    const [a, b] = cluster.nodes as [GatewayNode, GatewayNode]
-    const created = await a.create()
-    const onA = await a.connect(created.id, 'after=0')
-    await onA.waitFor(isHello)
-    onA.sendUser('ask Bash touch frozen.txt')
-    const requestId = (await onA.waitFor(isPrompt)).request_id as string
-    const oldPid = (await a.session(created.id)).body.pid as number
-    a.child.kill('SIGSTOP')
-    try {
-      await eventually(async () => await redisCommand(REDIS_URL, ['EXISTS', `${cluster.prefix}{${created.id}}:lease`]) === 0, 10_000, 'A\'s lease to lapse')
-      const onB = await b.connect(created.id, 'after=0')
-      await onB.waitFor(isHello)
-      onB.sendUser('echo moved')
-      await onB.waitFor(isLost, 20_000)
-      await onB.waitFor(isResult, 20_000)
-      return { id: created.id, requestId, oldPid, sent: await whileFrozen(created.id, requestId) }
-    } finally {
-      // Woken with the requests in its sockets, before its next lease renewal lands.
-      a.child.kill('SIGCONT')
-    }
-  }
-
   it('an answer and the pending list are those of the node running the session now', async () => {
-    const a = cluster.nodes[0] as GatewayNode
-    const { id, requestId, oldPid, sent } = await movedWhileFrozen(async (id, requestId) => {
-      const answer = send(a, 'POST', `/v1/sessions/${id}/permissions/${requestId}`, { behavior: 'allow' })
-      const pending = send(a, 'GET', `/v1/sessions/${id}/permissions`)
-      await Promise.all([answer.written, pending.written])
-      return { answer: answer.reply, pending: pending.reply }
+    const a = nodes.cluster.nodes[0] as GatewayNode
+    const { id, requestId, oldPid, moved: sent } = await movedWhileFrozen(nodes.cluster, {
+      moved: async (id, requestId) => {
+        const answer = send(a, 'POST', `/v1/sessions/${id}/permissions/${requestId}`, { behavior: 'allow' })
+        const pending = send(a, 'GET', `/v1/sessions/${id}/permissions`)
+        await Promise.all([answer.written, pending.written])
+        return { answer: answer.reply, pending: pending.reply }
+      }
     })
     const answered = await sent.answer
     const pending = await sent.pending
     await eventually(() => !processAlive(oldPid), 15_000, 'the fenced CLI to be stopped')
-    assert.deepEqual(answersGiven(id).filter((r) => r === requestId), [], 'no CLI was given the answer')
+    assert.deepEqual(nodes.answersGiven(id).filter((r) => r === requestId), [], 'no CLI was given the answer')
     assert.notEqual(answered.status, 200, `answered ${JSON.stringify(answered.body)} though the session moved`)
     // Where it runs now, the prompt ended with the CLI that asked it; while nobody ran it, 503.
     assert.ok(['unknown_request', 'already_resolved', 'node_unavailable'].includes(answered.body.code), JSON.stringify(answered.body))
@@ -109,14 +69,16 @@ describe('an HTTP request made on an owner woken past its lease', { timeout: 90_
   })
 
   it('a stop stops the CLI where the session runs now', async () => {
-    const [a, b] = cluster.nodes as [GatewayNode, GatewayNode]
-    const { id, sent } = await movedWhileFrozen(async (id) => {
-      const newPid = (await b.session(id)).body.pid as number
-      // Checked before A wakes: once it does, the stop may reach B at once.
-      assert.ok(processAlive(newPid), 'B runs the CLI')
-      const stop = send(a, 'DELETE', `/v1/sessions/${id}`)
-      await stop.written
-      return { newPid, reply: stop.reply }
+    const [a, b] = nodes.cluster.nodes as [GatewayNode, GatewayNode]
+    const { id, moved: sent } = await movedWhileFrozen(nodes.cluster, {
+      moved: async (id) => {
+        const newPid = (await b.session(id)).body.pid as number
+        // Checked before A wakes: once it does, the stop may reach B at once.
+        assert.ok(processAlive(newPid), 'B runs the CLI')
+        const stop = send(a, 'DELETE', `/v1/sessions/${id}`)
+        await stop.written
+        return { newPid, reply: stop.reply }
+      }
     })
     const { newPid } = sent
     const stopped = await sent.reply

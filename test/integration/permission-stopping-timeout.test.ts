@@ -7,13 +7,11 @@
  * stdin (before, it was recorded `timed_out`, as if nobody had answered).
  */
 import assert from 'node:assert/strict'
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { before, describe, it } from 'node:test'
-import { type Frame, isPrompt, isStatus, resolved } from '../support/frames.js'
-import { FAKE_CLI, type TestGateway, gateway, suiteScope } from '../support/gateway.js'
-import { LIMITS, answersTo, setup } from '../support/sessions.js'
+import { type Frame, isStatus, resolved } from '../support/frames.js'
+import { type TestGateway, gateway, suiteScope } from '../support/gateway.js'
+import { LIMITS, answersTo } from '../support/sessions.js'
+import { promptWhileStopping, slowExitCli } from '../support/stopping-session.js'
 
 const PERMISSION_TIMEOUT_MS = 1000
 
@@ -21,29 +19,12 @@ describe('a prompt pending while the session is stopping', () => {
   const scope = suiteScope()
   let gw: TestGateway
   before(async () => {
-    // A CLI slow to exit after stdin EOF (the fake behind a wrapper that keeps the fake's stdin
-    // open and ends it on SIGTERM): the stop outlasts the prompt's PERMISSION_TIMEOUT_MS.
-    const dir = mkdtempSync(join(tmpdir(), 'cgw-slow-exit-'))
-    scope.after(() => rmSync(dir, { recursive: true, force: true }))
-    const wrapper = join(dir, 'slow-exit-claude.mjs')
-    writeFileSync(wrapper, [
-      '#!/usr/bin/env node',
-      "import { spawn } from 'node:child_process'",
-      `const child = spawn(process.execPath, [${JSON.stringify(FAKE_CLI)}, ...process.argv.slice(2)], { stdio: ['pipe', 'inherit', 'inherit'] })`,
-      'process.stdin.pipe(child.stdin, { end: false })',
-      "process.on('SIGTERM', () => child.kill('SIGTERM'))",
-      "child.on('exit', (code) => process.exit(code ?? 143))"
-    ].join('\n'))
-    chmodSync(wrapper, 0o755)
-    gw = await gateway(scope, { env: { ...LIMITS, CLAUDE_BIN: wrapper, CLI_STOP_TIMEOUT_MS: String(PERMISSION_TIMEOUT_MS * 4), PERMISSION_TIMEOUT_MS: String(PERMISSION_TIMEOUT_MS) } })
+    // A CLI slow to exit after stdin EOF: the stop outlasts the prompt's PERMISSION_TIMEOUT_MS.
+    gw = await gateway(scope, { env: { ...LIMITS, CLAUDE_BIN: slowExitCli(scope), CLI_STOP_TIMEOUT_MS: String(PERMISSION_TIMEOUT_MS * 4), PERMISSION_TIMEOUT_MS: String(PERMISSION_TIMEOUT_MS) } })
   })
 
   it('ends cancelled in the event log, not timed_out, and nothing is written for it', async (t) => {
-    const { id, holder } = await setup(gw, t)
-    holder.sendUser('ask')
-    const prompt = await holder.waitFor(isPrompt)
-    const stopping = gw.request('DELETE', `/v1/sessions/${id}`)
-    await holder.waitFor(isStatus('stopping'))
+    const { id, holder, prompt, stopping } = await promptWhileStopping(gw, t)
     const live = await holder.waitFor(resolved(prompt.request_id), PERMISSION_TIMEOUT_MS * 8)
     await stopping
     await holder.waitFor(isStatus('stopped'))

@@ -10,27 +10,20 @@
 import assert from 'node:assert/strict'
 import { lstatSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { describe, it, type TestContext } from 'node:test'
-import { TOKEN_B, type TestClient, type TestGateway, gateway } from '../support/gateway.js'
+import { describe, it } from 'node:test'
+import { TOKEN_B } from '../support/gateway.js'
 import { run, sandboxUnavailable } from '../support/sandbox.js'
+import { bwrapGateway, sandboxHolder } from '../support/sandbox-holder.js'
 
 const unavailable = sandboxUnavailable()
 
-async function session (gw: TestGateway, t: TestContext, token?: string): Promise<TestClient> {
-  const created = await gw.createSession({}, token)
-  const holder = await gw.connect(created.id, '', token)
-  t.after(() => holder.terminate())
-  await holder.waitFor((f) => f.subtype === 'hello')
-  return holder
-}
-
 describe('SANDBOX=bwrap: the tenant\'s user skills, subagents and commands (fake CLI)', { skip: unavailable ?? false }, () => {
   it('are empty and read-only; a tool\'s write fails and the host folders stay as they were', async (t) => {
-    const gw = await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '' } })
+    const gw = await bwrapGateway(t)
     const configDir = join(gw.dataDir, 'claude-config', 'tenant-a')
     mkdirSync(join(configDir, 'agents'), { recursive: true })
     writeFileSync(join(configDir, 'agents', 'kept.md'), 'operator\'s\n')
-    const holder = await session(gw, t)
+    const holder = await sandboxHolder(gw, t)
     assert.equal(await run(holder, 'for d in skills agents commands plugins; do echo "$d:$(ls -A "$CLAUDE_CONFIG_DIR/$d")"; done'), 'skills:\nagents:\ncommands:\nplugins:\n[exit 0]')
     const write = await run(holder, 'for d in skills agents commands plugins; do mkdir -p "$CLAUDE_CONFIG_DIR/$d/x" || echo "no-$d"; done; mv "$CLAUDE_CONFIG_DIR/skills" "$CLAUDE_CONFIG_DIR/s2" || echo no-move')
     assert.match(write, /no-skills[\s\S]*no-agents[\s\S]*no-commands[\s\S]*no-plugins[\s\S]*no-move/)
@@ -39,8 +32,8 @@ describe('SANDBOX=bwrap: the tenant\'s user skills, subagents and commands (fake
   })
 
   it('a symlink a tool left in their place is moved aside, never followed: another tenant\'s folder is neither shown nor covered', async (t) => {
-    const gw = await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '' } })
-    await session(gw, t, TOKEN_B) // makes tenant-b's config dir
+    const gw = await bwrapGateway(t)
+    await sandboxHolder(gw, t, TOKEN_B) // makes tenant-b's config dir
     const skillsOfB = join(gw.dataDir, 'claude-config', 'tenant-b', 'skills')
     mkdirSync(join(skillsOfB, 'b-skill'), { recursive: true })
     writeFileSync(join(skillsOfB, 'b-skill', 'SKILL.md'), 'secret of b\n')
@@ -49,15 +42,15 @@ describe('SANDBOX=bwrap: the tenant\'s user skills, subagents and commands (fake
     mkdirSync(join(gw.dataDir, 'claude-config', 'tenant-a'), { recursive: true })
     rmSync(mine, { recursive: true, force: true })
     symlinkSync(skillsOfB, mine)
-    const holder = await session(gw, t)
+    const holder = await sandboxHolder(gw, t)
     assert.equal(await run(holder, 'ls -A "$CLAUDE_CONFIG_DIR/skills"'), '[exit 0]')
     assert.ok(lstatSync(mine).isDirectory() && !lstatSync(mine).isSymbolicLink(), 'a real folder the gateway made')
     assert.deepEqual(readdirSync(skillsOfB), ['b-skill'], 'tenant-b\'s skills untouched')
   })
 
   it('are writable when PERMISSION_UPDATE_DESTINATIONS lists userSettings', async (t) => {
-    const gw = await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '', PERMISSION_UPDATE_DESTINATIONS: 'session,userSettings' } })
-    const holder = await session(gw, t)
+    const gw = await bwrapGateway(t, { PERMISSION_UPDATE_DESTINATIONS: 'session,userSettings' })
+    const holder = await sandboxHolder(gw, t)
     assert.match(await run(holder, 'mkdir -p "$CLAUDE_CONFIG_DIR/skills/x" && echo ok'), /^ok\n\[exit 0\]$/)
     assert.deepEqual(readdirSync(join(gw.dataDir, 'claude-config', 'tenant-a', 'skills')), ['x'])
   })

@@ -10,24 +10,17 @@
 import assert from 'node:assert/strict'
 import { lstatSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { describe, it, type TestContext } from 'node:test'
-import { TOKEN_B, type TestClient, type TestGateway, gateway } from '../support/gateway.js'
+import { describe, it } from 'node:test'
+import { TOKEN_B } from '../support/gateway.js'
 import { run, sandboxUnavailable } from '../support/sandbox.js'
+import { bwrapGateway, sandboxHolder } from '../support/sandbox-holder.js'
 
 const unavailable = sandboxUnavailable()
 
-async function session (gw: TestGateway, t: TestContext, token?: string): Promise<TestClient> {
-  const created = await gw.createSession({}, token)
-  const holder = await gw.connect(created.id, '', token)
-  t.after(() => holder.terminate())
-  await holder.waitFor((f) => f.subtype === 'hello')
-  return holder
-}
-
 describe('SANDBOX=bwrap: the tenant\'s user settings (fake CLI)', { skip: unavailable ?? false }, () => {
   it('are shown as they were at the start, read-only; a tool\'s write fails and the file is unchanged', async (t) => {
-    const gw = await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '' } })
-    const holder = await session(gw, t)
+    const gw = await bwrapGateway(t)
+    const holder = await sandboxHolder(gw, t)
     const file = join(gw.dataDir, 'claude-config', 'tenant-a', 'settings.json')
     assert.equal(await run(holder, 'cat "$CLAUDE_CONFIG_DIR/settings.json"'), '{}\n[exit 0]')
     const write = await run(holder, 'echo \'{"permissions":{"defaultMode":"acceptEdits"}}\' > "$CLAUDE_CONFIG_DIR/settings.json"')
@@ -39,11 +32,11 @@ describe('SANDBOX=bwrap: the tenant\'s user settings (fake CLI)', { skip: unavai
   })
 
   it('a symlink a tool left in their place is moved aside, never followed: another tenant\'s settings are not shown', async (t) => {
-    const gw = await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '' } })
-    await session(gw, t, TOKEN_B) // makes tenant-b's config dir
+    const gw = await bwrapGateway(t)
+    await sandboxHolder(gw, t, TOKEN_B) // makes tenant-b's config dir
     const settingsOfB = join(gw.dataDir, 'claude-config', 'tenant-b', 'settings.json')
     writeFileSync(settingsOfB, '{"env":{"SECRET_OF_B":"b"}}')
-    const first = await session(gw, t)
+    const first = await sandboxHolder(gw, t)
     // The tool cannot see tenant-b's folder, but can name it.
     assert.match(await run(first, `ln -sf ${settingsOfB} "$CLAUDE_CONFIG_DIR/settings.json.new" && mv -f "$CLAUDE_CONFIG_DIR/settings.json.new" "$CLAUDE_CONFIG_DIR/settings.json"; echo done`), /busy[\s\S]*done/i)
     // Its own start's file is mounted, so the swap fails there; make it on the host as a tool of a
@@ -51,15 +44,15 @@ describe('SANDBOX=bwrap: the tenant\'s user settings (fake CLI)', { skip: unavai
     const mine = join(gw.dataDir, 'claude-config', 'tenant-a', 'settings.json')
     rmSync(mine)
     symlinkSync(settingsOfB, mine)
-    const next = await session(gw, t)
+    const next = await sandboxHolder(gw, t)
     assert.equal(await run(next, 'cat "$CLAUDE_CONFIG_DIR/settings.json"'), '{}\n[exit 0]')
     assert.ok(lstatSync(mine).isFile(), 'a regular file the gateway made')
     assert.equal(readFileSync(settingsOfB, 'utf8'), '{"env":{"SECRET_OF_B":"b"}}', 'tenant-b\'s settings untouched')
   })
 
   it('are writable when PERMISSION_UPDATE_DESTINATIONS lists userSettings', async (t) => {
-    const gw = await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '', PERMISSION_UPDATE_DESTINATIONS: 'session,userSettings' } })
-    const holder = await session(gw, t)
+    const gw = await bwrapGateway(t, { PERMISSION_UPDATE_DESTINATIONS: 'session,userSettings' })
+    const holder = await sandboxHolder(gw, t)
     assert.match(await run(holder, 'echo \'{"a":1}\' > "$CLAUDE_CONFIG_DIR/settings.json" && echo ok'), /^ok\n\[exit 0\]$/)
     assert.equal(readFileSync(join(gw.dataDir, 'claude-config', 'tenant-a', 'settings.json'), 'utf8'), '{"a":1}\n')
   })

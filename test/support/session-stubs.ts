@@ -62,8 +62,9 @@ export class TestPort implements ClientPort {
     this.#waiters.wake()
   }
 
-  async waitFor (predicate: (f: Frame) => boolean, timeoutMs = 5000): Promise<Frame> {
-    return await this.#waiters.until(() => this.frames.find(predicate), timeoutMs, predicate.toString(),
+  /** Resolves with the first frame (from index `from`) matching `predicate`. */
+  async waitFor (predicate: (f: Frame) => boolean, timeoutMs = 5000, from = 0): Promise<Frame> {
+    return await this.#waiters.until(() => this.frames.slice(from).find(predicate), timeoutMs, predicate.toString(),
       () => `frames: ${JSON.stringify(this.frames.slice(-5))}`)
   }
 }

@@ -9,40 +9,15 @@
  */
 import assert from 'node:assert/strict'
 import { it } from 'node:test'
-import { pino } from 'pino'
-import { ClusterRouter, type RoutedSession } from '../../src/cluster/router.js'
 import type { ClientPort, Role } from '../../src/session/audience.js'
-import type { NodeBus } from '../../src/store/store.js'
-
-/** Lets every queued bus message be delivered. */
-async function settle (): Promise<void> {
-  for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve))
-}
+import { routerPair, settle } from '../support/router-pair.js'
 
 it('a rejoining client is attached to the owner as rejoining, also when the owner meets it first in a heartbeat', async (t) => {
   t.mock.timers.enable({ apis: ['setInterval', 'Date'], now: 1_000_000 })
-  const inboxes = new Map<string, (message: string) => void>()
-  const bus: NodeBus = {
-    start: async (node, on) => { inboxes.set(node, on) },
-    send: async (node, message) => { queueMicrotask(() => inboxes.get(node)?.(message)) },
-    close: async () => {}
-  }
   const attached: Array<[string, Role, boolean]> = []
-  const owned: RoutedSession = {
-    owned: true,
-    attachRemote (port: ClientPort, role: Role, options?: { rejoin?: boolean }) { attached.push([port.id, role, options?.rejoin === true]) },
-    detach () {},
-    handleFrame () {},
-    remoteHolder () {},
-    ownerMoved () {},
-    call: async () => null
-  }
-  const following: RoutedSession = { ...owned, owned: false }
-  const logger = pino({ level: 'silent' })
-  const a = new ClusterRouter({ bus, node: 'a', logger, find: () => owned, heartbeatMs: 1000 })
-  const b = new ClusterRouter({ bus, node: 'b', logger, find: () => following, heartbeatMs: 1000 })
-  await a.start()
-  await b.start()
+  const { a, b, close } = await routerPair({
+    attachRemote (port: ClientPort, role: Role, options?: { rejoin?: boolean }) { attached.push([port.id, role, options?.rejoin === true]) }
+  })
   try {
     b.attach('a', 's1', { id: 'moved-client', send () {} }, 'controller', { rejoin: true })
     b.attach('a', 's1', { id: 'new-client', send () {} }, 'controller')
@@ -54,7 +29,6 @@ it('a rejoining client is attached to the owner as rejoining, also when the owne
     await settle()
     assert.deepEqual(attached.slice(2).sort(), [['moved-client', 'controller', true], ['new-client', 'controller', false]])
   } finally {
-    await a.close()
-    await b.close()
+    await close()
   }
 })
