@@ -6,7 +6,7 @@
 import type { ConnectOptions, PermissionDecision } from './connection-types.js'
 import { GatewayRequestError } from './errors.js'
 import type {
-  AnswerResult, CreateSessionOptions, HistoryPage, PendingControlRequest, PendingPermission, SessionInfo, SessionList, WsTicket
+  AnswerResult, CreateSessionOptions, HistoryPage, PendingControlRequest, PendingPermission, RequestOptions, SessionInfo, SessionList, WsTicket
 } from './rest-types.js'
 import type { RecordedFrame } from './frames.js'
 import { SessionConnection } from './session-connection.js'
@@ -51,36 +51,38 @@ export class GatewayClient {
     this.#WebSocket = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketCtor }).WebSocket
   }
 
+  // Every REST method takes `{ signal }` last: aborting rejects the call with the signal's reason.
+
   /** POST /v1/sessions: creates a session and starts its CLI. */
-  createSession (options: CreateSessionOptions = {}): Promise<SessionInfo> {
-    return this.#request('POST', '/v1/sessions', options)
+  createSession (options: CreateSessionOptions = {}, request: RequestOptions = {}): Promise<SessionInfo> {
+    return this.#request('POST', '/v1/sessions', options, request.signal)
   }
 
   /** GET /v1/sessions: the caller's sessions, newest first; pass `next_cursor` back as `cursor`. */
-  listSessions (query: { limit?: number, cursor?: string } = {}): Promise<SessionList> {
-    return this.#request('GET', `/v1/sessions${queryString(query)}`)
+  listSessions (query: { limit?: number, cursor?: string } = {}, request: RequestOptions = {}): Promise<SessionList> {
+    return this.#request('GET', `/v1/sessions${queryString(query)}`, undefined, request.signal)
   }
 
-  /** `signal` aborts the request (it then rejects with the signal's reason). */
-  getSession (id: string, options: { signal?: AbortSignal } = {}): Promise<SessionInfo> {
-    return this.#request('GET', `/v1/sessions/${encodeURIComponent(id)}`, undefined, options.signal)
+  /** GET /v1/sessions/:id. */
+  getSession (id: string, request: RequestOptions = {}): Promise<SessionInfo> {
+    return this.#request('GET', `/v1/sessions/${encodeURIComponent(id)}`, undefined, request.signal)
   }
 
   /** DELETE /v1/sessions/:id: stops the CLI (history is kept; a later message resumes it). Resolves with the session. */
-  stopSession (id: string): Promise<SessionInfo> {
-    return this.#request('DELETE', `/v1/sessions/${encodeURIComponent(id)}`)
+  stopSession (id: string, request: RequestOptions = {}): Promise<SessionInfo> {
+    return this.#request('DELETE', `/v1/sessions/${encodeURIComponent(id)}`, undefined, request.signal)
   }
 
   /** GET /v1/sessions/:id/events: one page of recorded frames after `after`. */
-  history (id: string, query: { after?: number, limit?: number } = {}): Promise<HistoryPage> {
-    return this.#request('GET', `/v1/sessions/${encodeURIComponent(id)}/events${queryString(query)}`)
+  history (id: string, query: { after?: number, limit?: number } = {}, request: RequestOptions = {}): Promise<HistoryPage> {
+    return this.#request('GET', `/v1/sessions/${encodeURIComponent(id)}/events${queryString(query)}`, undefined, request.signal)
   }
 
-  /** Every recorded frame after `after`, page by page. */
-  async * historyAll (id: string, after = 0, pageSize = 1000): AsyncGenerator<RecordedFrame> {
+  /** Every recorded frame after `after`, page by page (`signal` aborts the page being read). */
+  async * historyAll (id: string, after = 0, pageSize = 1000, request: RequestOptions = {}): AsyncGenerator<RecordedFrame> {
     let from = after
     for (;;) {
-      const page = await this.history(id, { after: from, limit: pageSize })
+      const page = await this.history(id, { after: from, limit: pageSize }, request)
       yield * page.events
       if (!page.has_more || page.next_after === null) return
       from = page.next_after
@@ -88,23 +90,23 @@ export class GatewayClient {
   }
 
   /** GET /v1/permissions: every pending can_use_tool prompt across the caller's sessions. */
-  async pendingPermissions (): Promise<PendingPermission[]> {
-    return (await this.#request<{ permissions: PendingPermission[] }>('GET', '/v1/permissions')).permissions
+  async pendingPermissions (request: RequestOptions = {}): Promise<PendingPermission[]> {
+    return (await this.#request<{ permissions: PendingPermission[] }>('GET', '/v1/permissions', undefined, request.signal)).permissions
   }
 
   /** GET /v1/sessions/:id/permissions: one session's pending control requests, in full. */
-  async pendingRequests (id: string): Promise<PendingControlRequest[]> {
-    return (await this.#request<{ requests: PendingControlRequest[] }>('GET', `/v1/sessions/${encodeURIComponent(id)}/permissions`)).requests
+  async pendingRequests (id: string, request: RequestOptions = {}): Promise<PendingControlRequest[]> {
+    return (await this.#request<{ requests: PendingControlRequest[] }>('GET', `/v1/sessions/${encodeURIComponent(id)}/permissions`, undefined, request.signal)).requests
   }
 
   /** POST /v1/sessions/:id/permissions/:request_id: answers a prompt without holding the session (first answer wins). */
-  answerPermission (sessionId: string, requestId: string, decision: PermissionDecision): Promise<AnswerResult> {
-    return this.#request('POST', `/v1/sessions/${encodeURIComponent(sessionId)}/permissions/${encodeURIComponent(requestId)}`, decision)
+  answerPermission (sessionId: string, requestId: string, decision: PermissionDecision, request: RequestOptions = {}): Promise<AnswerResult> {
+    return this.#request('POST', `/v1/sessions/${encodeURIComponent(sessionId)}/permissions/${encodeURIComponent(requestId)}`, decision, request.signal)
   }
 
-  /** POST /v1/sessions/:id/ws-ticket: a single-use, 30 s credential for one upgrade. `signal` aborts the request. */
-  createTicket (sessionId: string, options: { signal?: AbortSignal } = {}): Promise<WsTicket> {
-    return this.#request('POST', `/v1/sessions/${encodeURIComponent(sessionId)}/ws-ticket`, undefined, options.signal)
+  /** POST /v1/sessions/:id/ws-ticket: a single-use, 30 s credential for one upgrade. */
+  createTicket (sessionId: string, request: RequestOptions = {}): Promise<WsTicket> {
+    return this.#request('POST', `/v1/sessions/${encodeURIComponent(sessionId)}/ws-ticket`, undefined, request.signal)
   }
 
   /** The token REST calls and new attaches use now. */

@@ -11,8 +11,9 @@
  * - control requests are kept until their control_response, and sent again
  *   the same way (a copy the gateway still has in flight is refused as
  *   `duplicate_request_id`, which is ignored: the original's answer comes);
- * - permission answers are kept until the prompt is resolved, and sent again
- *   if the gateway hands the prompt out again (a new hold after a drop).
+ * - permission answers are kept until the prompt is resolved or the gateway
+ *   refuses them, and sent again if the gateway hands the prompt out again
+ *   (a new hold after a drop).
  * A connection the gateway closed with 1009 (a frame over its
  * WS_MAX_PAYLOAD_BYTES) drops the largest frame written on it, which is
  * that frame or one as large: resending it would only close the next one.
@@ -115,7 +116,7 @@ export class Outbox {
     return this.#resentAnswers.has(requestId)
   }
 
-  /** The prompt or control request ended: its answer is no longer needed. */
+  /** The prompt or control request ended, or the gateway refused the answer: it is not to be sent again. */
   resolved (requestId: string): void {
     this.#answers.delete(requestId)
     this.#resentAnswers.delete(requestId)

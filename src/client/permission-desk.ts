@@ -22,8 +22,8 @@ export interface PermissionDeskDeps {
   /** The connection's outbox: a holder's answers go through it. */
   outbox: Outbox
   onPermission: ConnectOptions['onPermission']
-  /** The connection's role now (null before its first hello). */
-  role: () => Role | null
+  /** The connection's role now (before its first hello: the role it asked for). */
+  role: () => Role
   /** True once the connection was closed for good. */
   closed: () => boolean
   emit: Emit
@@ -111,8 +111,13 @@ export class PermissionDesk {
    * sent here, or a resent answer's refusal.
    */
   refused (requestId: string, code: string): boolean {
-    return this.#outcomes.refused(requestId, code) ||
+    const expected = this.#outcomes.refused(requestId, code) ||
       (this.#deps.outbox.wasResent(requestId) && (code === 'already_resolved' || code === 'unknown_request'))
+    // The answer kept for a resend is done with: another answer won, or this one was refused and its
+    // outcome said so. Resent when the prompt is handed out again, it would be refused again (an
+    // error the user did not cause) or, for a transient refusal, taken after being reported refused.
+    this.#deps.outbox.resolved(requestId)
+    return expected
   }
 
   /** The outbox dropped a frame after a 1009 close: an answer among them will not be sent. */

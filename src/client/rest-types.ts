@@ -5,6 +5,12 @@
  */
 import type { ExitInfo, RecordedFrame, SessionStatus } from './frames.js'
 
+/** The last argument of every GatewayClient REST method. */
+export interface RequestOptions {
+  /** Aborts the request: the call rejects with the signal's reason (also while the body is read). */
+  signal?: AbortSignal
+}
+
 /** Body of POST /v1/sessions: each field maps to one CLI flag (docs/API.md). */
 export interface CreateSessionOptions {
   model?: string

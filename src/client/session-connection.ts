@@ -77,7 +77,8 @@ export class SessionConnection {
       client: deps.client,
       outbox: this.#outbox,
       onPermission: options.onPermission,
-      role: () => this.#role,
+      // Before the first hello, the role asked for: an observer's early answer must go over HTTP (on the socket it is not_holder).
+      role: () => this.#role ?? this.#wantRole,
       closed: () => this.#state === 'closed',
       emit: (event, payload) => this.#emit(event, payload)
     })
@@ -167,7 +168,7 @@ export class SessionConnection {
 
   /**
    * Answers a prompt: as holder on the WebSocket (kept until the prompt is
-   * resolved, resent if it is handed out again), else over HTTP. The promise never rejects: it says
+   * resolved or the answer refused, resent if it is handed out again), else over HTTP. The promise never rejects: it says
    * whether this answer was taken, lost to another (`already_resolved`) or
    * was refused.
    */

@@ -3,7 +3,9 @@
  * prompts that were open before a connection attached without replaying
  * them (`after: 'live'`, or an `after` past their seq) must show in
  * `pending`, and an answer to a prompt someone else answered first must
- * settle its promise as `already_resolved` rather than raise an error.
+ * settle its promise as `already_resolved` rather than raise an error. An
+ * observer's answer goes over HTTP even before its first hello (a prompt
+ * known from GET /v1/permissions, answered right after connect()).
  */
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
@@ -123,6 +125,18 @@ describe('client: answering a prompt another client answered first', () => {
     await b.rec.until(() => b.rec.resolved.length > 0, 15_000, 'permission_resolved')
     const outcome = await b.conn.deny(prompt.request_id, 'too late')
     assert.deepEqual(outcome, { requestId: prompt.request_id, outcome: 'already_resolved' })
+    assert.deepEqual(b.rec.errors, [])
+  })
+})
+
+describe('client: an observer answering before its first hello', () => {
+  it('deny() right after connect({ role: \'observer\' }) is answered over HTTP, not refused as not_holder', async (t) => {
+    const { gw, client, id, prompt } = await openPrompt(t)
+    const b = connect(t, client, id, { role: 'observer', after: 'live' })
+    assert.equal(b.conn.role, null, 'no hello yet')
+    const outcome = await b.conn.deny(prompt.request_id, 'before hello')
+    assert.deepEqual(outcome, { requestId: prompt.request_id, outcome: 'answered' })
+    assert.equal((await eventually(() => answerOnStdin(gw, id, prompt.request_id))).response.response.message, 'before hello')
     assert.deepEqual(b.rec.errors, [])
   })
 })
