@@ -7,7 +7,8 @@
  * A ticket carries what it grants, signed (HMAC-SHA256 with a key derived
  * from the store secret every node shares), so any gateway node can check
  * it; "works once" is kept in the store (`claimOnce` of its nonce), so a
- * ticket spent on one node is spent on all of them. No affinity needed.
+ * ticket spent on one node is spent on all of them, whatever their clocks
+ * (CLOCK_SKEW_MS). No affinity needed.
  *
  * It also carries the bearer credential it was issued to, encrypted
  * (AES-256-GCM, another key derived from the same secret): the ticket lives
@@ -32,6 +33,15 @@ export interface Redeemed {
 
 const IV_BYTES = 12
 const TAG_BYTES = 16
+
+/**
+ * How much longer than the ticket's life, by the redeeming node's clock, it
+ * stays spent: every node judges expiry by its own clock, so a node running
+ * ahead would otherwise let the mark lapse while one on time (or behind)
+ * still takes the ticket, and open it a second time. Nodes are expected
+ * within 2 minutes of each other (the node bus refuses more); the rest is margin.
+ */
+export const CLOCK_SKEW_MS = 5 * 60_000
 
 export interface TicketBookOptions {
   ttlMs: number
@@ -97,7 +107,7 @@ export class TicketBook {
     const credential = sealed === undefined ? null : this.#unseal(sealed)
     if (credential === undefined) return null
     // Spent by any genuine attempt, one for another session included: a leaked ticket tried elsewhere is burnt.
-    if (!await this.#claim(`ticket:${grant.n}`, left)) return null
+    if (!await this.#claim(`ticket:${grant.n}`, left + CLOCK_SKEW_MS)) return null
     return grant.s === sessionId ? { tenant: grant.t, credential } : null
   }
 
