@@ -48,6 +48,12 @@ interface KeptText { v: 1, type: string, session: string, body: string, at: numb
 export const CLOSE_DEADLINE_MS = 5_000
 /** How long after a failed outbox removal it is tried again (sooner when the store reconnects). */
 const REMOVE_RETRY_MS = 5_000
+/**
+ * How long an ended delivery's id is remembered once the store answered its
+ * removal: a takeover of this node's own name that read the entry before
+ * that removal may answer after it (adopt). Far longer than any takeover.
+ */
+const REMOVED_MEMORY_MS = 60_000
 
 export class WebhookNotifier implements SessionEvents {
   readonly #events: ReadonlySet<WebhookEventType>
@@ -67,6 +73,8 @@ export class WebhookNotifier implements SessionEvents {
    * entry read back before its removal is no delivery to make again.
    */
   readonly #unremoved = new Map<string, boolean>()
+  /** Ended deliveries whose removal the store answered, and when (performance.now()), oldest first: adopt skips them too. */
+  readonly #removed = new Map<string, number>()
   #retryTimer: NodeJS.Timeout | null = null
   #closed: Promise<void> | null = null
 
@@ -103,17 +111,19 @@ export class WebhookNotifier implements SessionEvents {
   /**
    * Queues deliveries node `from` kept and this node took over
    * (outbox-sweep.ts), oldest first; they are kept under this node now.
-   * What this run holds (queued, in flight), or ended with its removal not
-   * yet answered, is skipped: from this node's own name that leaves its
+   * What this run holds (queued, in flight), or ended (its removal not yet
+   * answered, or answered lately: the entries may have been read before
+   * it), is skipped: from this node's own name that leaves its
    * previous run's and those a failed takeover moved here, whatever their
    * clock said, and the same entries taken up twice are sent once. One
    * that cannot be read is forgotten, logged.
    */
   adopt (entries: readonly OutboxEntry[], from: string): void {
     const held = new Set(this.#queue.held().map((d) => d.id))
+    this.#pruneRemoved()
     const adopted: Array<{ delivery: Delivery, at: number, n: number }> = []
     for (const entry of entries) {
-      if (held.has(entry.id) || this.#unremoved.has(entry.id)) continue
+      if (held.has(entry.id) || this.#unremoved.has(entry.id) || this.#removed.has(entry.id)) continue
       const kept = readKept(entry.text)
       if (kept === null) {
         this.#log.error({ delivery: entry.id, from }, 'webhook delivery in the outbox could not be read; dropped')
@@ -215,7 +225,13 @@ export class WebhookNotifier implements SessionEvents {
     const outbox = this.#outbox
     if (outbox === undefined) return
     outbox.store.remove(outbox.node, ids).then(() => {
-      for (const id of ids) this.#unremoved.delete(id)
+      const now = performance.now()
+      for (const id of ids) {
+        if (!this.#unremoved.delete(id)) continue
+        this.#removed.delete(id) // re-inserted: the map stays oldest first
+        this.#removed.set(id, now)
+      }
+      this.#pruneRemoved()
     }, (err: unknown) => {
       for (const id of ids) if (this.#unremoved.has(id)) this.#unremoved.set(id, true)
       this.#log.debug({ err: (err as Error).message, deliveries: ids.length }, 'ended webhook deliveries not removed from the store; trying again')
@@ -224,6 +240,15 @@ export class WebhookNotifier implements SessionEvents {
         this.#retryTimer.unref()
       }
     })
+  }
+
+  /** Forgets the removed ids remembered longer than REMOVED_MEMORY_MS. */
+  #pruneRemoved (): void {
+    const before = performance.now() - REMOVED_MEMORY_MS
+    for (const [id, at] of this.#removed) {
+      if (at > before) return
+      this.#removed.delete(id)
+    }
   }
 
   /** Tries again every removal that failed. */
