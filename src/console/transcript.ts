@@ -248,7 +248,10 @@ export class Transcript {
     const delta = event.delta
     const piece = str(delta.text) ?? str(delta.partial_json) ?? str(delta.thinking) ?? ''
     open.buffer += piece
-    open.text.textContent = open.buffer
+    // A tool's input is drawn as its final line draws it (hidden characters named, cut when huge): the final
+    // line may never come (an interrupt), and until it does this is what the person reads of the command.
+    if (open.kind === 'tool_use') replaceChildren(open.text, ...revealed(clip(open.buffer, MAX_SHOWN)))
+    else open.text.textContent = open.buffer
     this.#scroll()
   }
 
