@@ -89,6 +89,7 @@ window.addEventListener('hashchange', () => {
   if (handedOver === null) return
   signInWith(handedOver, refreshToken).then((client) => {
     app?.close()
+    renewal.close() // a banner asking about the old token's end is no longer true
     signedIn(client)
   }, (err: unknown) => {
     if (app === null) signIn(signInError(err))

@@ -12,7 +12,7 @@
  * banner stays until the end, as without it.
  */
 import { GatewayClient, GatewayRequestError } from '../client/index.js'
-import { refreshDelay } from '../client/refresh-delay.js'
+import { MAX_TIMER_MS, refreshDelay } from '../client/refresh-delay.js'
 import { h, replaceChildren } from './dom.js'
 
 export interface TokenRenewalOptions {
@@ -28,6 +28,7 @@ export class TokenRenewal {
   #answer: ((token: string) => void) | null = null
   #asked: Promise<string> | null = null
   #timer: ReturnType<typeof setTimeout> | null = null
+  #watched: GatewayClient | null = null
 
   constructor (options: TokenRenewalOptions) {
     this.#o = options
@@ -45,28 +46,40 @@ export class TokenRenewal {
   /**
    * Asks, through `client` (its refreshedToken, shared with its connections),
    * ahead of the expiry of the JWT it uses, and again for each newer one.
+   * One client is watched at a time: a newer sign-in's replaces the last.
    */
   watch (client: GatewayClient): void {
     this.#stopWatching()
+    this.#watched = client
     const token = client.token ?? null
-    const ends = expiryOf(token)
-    if (ends === null) return
+    const ends = expiryOf(token)?.getTime()
+    if (ends === undefined) return
+    const delay = refreshDelay(ends, Date.now())
     this.#timer = setTimeout(() => {
       this.#timer = null
-      // Renewed meanwhile (a connection's deadline came first): watch the newer one.
-      if (client.token !== token) { this.watch(client); return }
-      void client.refreshedToken().then(() => { this.watch(client) }, () => {})
-    }, refreshDelay(ends.getTime(), Date.now()))
+      // Renewed meanwhile (a connection's deadline came first), or woken weeks early (a JWT beyond one
+      // timer's reach, MAX_TIMER_MS, which would otherwise be asked about at once): watch again.
+      if (client.token !== token || delay === MAX_TIMER_MS) { this.watch(client); return }
+      void client.refreshedToken().then((renewed) => {
+        // Null: this client cannot renew (watching again would ask again at once, in a loop).
+        if (renewed !== null && this.#watched === client) this.watch(client)
+      }, () => {})
+    }, delay)
   }
 
   #stopWatching (): void {
     if (this.#timer !== null) clearTimeout(this.#timer)
     this.#timer = null
+    this.#watched = null
   }
 
-  /** Takes the banner away, unanswered, and stops watching (signed out). */
+  /** Takes the banner away, unanswered, and stops watching (signed out, or signed in again with another token). */
   close (): void {
     this.#stopWatching()
+    this.#hide()
+  }
+
+  #hide (): void {
     this.#banner?.remove()
     this.#banner = null
     this.#answer = null
@@ -117,7 +130,8 @@ export class TokenRenewal {
   #accept (token: string): void {
     const answer = this.#answer
     this.#o.keep(token)
-    this.close()
+    // Still watching: a renewal a connection asked for is followed by the timer of the old JWT (it sees the newer one).
+    this.#hide()
     answer?.(token)
   }
 }
