@@ -32,7 +32,9 @@ export class ConsoleApp {
 
   constructor (client: GatewayClient, private readonly onSignOut: (notice: string | null) => void) {
     this.#client = client
-    this.#sessions = new SessionList(client, (s) => { this.open(s.id, s) })
+    // Fetched again, not the polled info: its holder may be seconds (a hidden tab: minutes) old, and attaching
+    // as controller to a session someone took meanwhile would take it from them silently.
+    this.#sessions = new SessionList(client, (s) => { this.open(s.id) })
     this.#attention = new AttentionList(client, (id) => { this.open(id) })
     this.#newForm = newSessionForm(client, (s) => {
       this.#toggleForm(false)
@@ -61,7 +63,8 @@ export class ConsoleApp {
   open (id: string, info?: SessionInfo, role?: Role): void {
     // A history entry per session opened: Back returns to the previous one (hashchange).
     if (hashRoute()?.id !== id) history.pushState(null, '', `#/session/${id}`)
-    if (this.#view !== null && this.#main.querySelector(`[data-session-id="${CSS.escape(id)}"]`) !== null) return
+    // The session shown is left as it is, unless its connection ended for good: choosing it again attaches again.
+    if (this.#view !== null && !this.#view.closed && this.#main.querySelector(`[data-session-id="${CSS.escape(id)}"]`) !== null) return
     this.#view?.close()
     this.#view = null
     this.#sessions.select(id)

@@ -129,6 +129,11 @@ export class SessionView {
     this.#render()
   }
 
+  /** Whether its connection ended for good (a close the client does not come back from, or close()). */
+  get closed (): boolean {
+    return this.#conn.state === 'closed'
+  }
+
   /** Puts the cursor in the composer. */
   focus (): void {
     this.#input.focus()
@@ -244,7 +249,9 @@ export class SessionView {
     this.#send.disabled = !holder || c.state === 'closed'
     this.#input.disabled = c.state === 'closed'
     this.#model.disabled = !holder || stopped
-    this.#hint.textContent = !holder
+    this.#hint.textContent = c.state === 'closed'
+      ? 'Disconnected: choose the session on the left to attach again.'
+      : !holder
       ? 'You are observing: take over to send.'
       : stopped ? 'The CLI is stopped: your message starts it again.' : ''
     this.#renderModels()
