@@ -282,7 +282,13 @@ export class SessionFollower {
     const h = this.#h
     if (h.owned()) return // owned here since: the log is written here
     const wasFinal = isFinal(h.record.status)
-    h.events.ingest(events.map((e) => ({ ...e, observerFrame: this.learn(e) })))
+    // A catch-up (the feed lost its subscription) may bring the CLI's stop and its next start at once.
+    let ended = false
+    h.events.ingest(events.map((e) => {
+      const observerFrame = this.learn(e)
+      ended ||= isFinal(h.record.status)
+      return { ...e, observerFrame }
+    }))
     // The CLI stopped on its node: clients here are nobody's remote clients any more, and
     // one that asked for control may start it here next.
     if (isFinal(h.record.status)) {
@@ -290,7 +296,14 @@ export class SessionFollower {
       h.promoteHolder()
       this.#handleAgain(unconfirmed)
     } else if (wasFinal) {
-      this.#rejoin()
+      void this.#rejoin()
+    } else if (ended) {
+      // Stopped and started again between two deliveries: clients here are still routed to the
+      // CLI that stopped, whose node forgot them. Left so, they were clients of nobody. What
+      // that CLI's node did not confirm goes where it runs now, once they are routed there.
+      const unconfirmed = this.unroute()
+      void this.#rejoin().then(() => { this.#handleAgain(unconfirmed) })
+        .catch((err: unknown) => { h.log.error({ err }, 'handling again what the stopped CLI\'s node did not confirm failed') })
     }
   }
 
@@ -299,10 +312,13 @@ export class SessionFollower {
    * on attach, so its holder rules are theirs again. The one holding the
    * session here since the CLI stopped holds it no more until that node
    * says so: left holding, it was shown that CLI's prompts in full and its
-   * answers, handled here, were refused (`unknown_request`).
+   * answers, handled here, were refused (`unknown_request`). Each rejoins:
+   * attached fresh, the controller among them took the session from the
+   * client whose message had just started that CLI.
    */
-  #rejoin (): void {
+  async #rejoin (): Promise<void> {
     const { audience } = this.#h
+    const routing: Array<Promise<void>> = []
     for (const port of audience.ports) {
       const att = audience.attachment(port)
       if (att === undefined || !att.greeted || port.remote === true) continue
@@ -310,8 +326,9 @@ export class SessionFollower {
         audience.unhold(att)
         audience.send(port, gatewayFrame('holder', { holder: null, role: 'observer' }))
       }
-      void this.routeClient(port, att.requested)
+      routing.push(this.routeClient(port, att.requested, true))
     }
+    await Promise.all(routing)
   }
 
   /** Frames routed to an owner that stopped before confirming them: handled here, in order. */

@@ -275,6 +275,9 @@ export class SessionLease {
    * recorded the session `lost`): the frame is handled here again, so the
    * CLI resumes here (or it goes to whoever took the lease meanwhile). Without
    * other nodes, or after OWN_RETRIES such turns, it is refused (`session_elsewhere`).
+   * The client rejoins that node's session: it was attached here before the
+   * other node took the lease (a fresh attach there was made at its hello),
+   * so attached fresh, as a controller it took the session from the holder.
    */
   async #toOwner (port: ClientPort, frame: ClientFrame): Promise<void> {
     const h = this.#h
@@ -304,7 +307,7 @@ export class SessionLease {
       h.handleFrame(port, frame)
       return
     }
-    route.attach(owner, h.id, port, att.requested)
+    route.attach(owner, h.id, port, att.requested, { rejoin: true })
     route.frame(port, frame)
   }
 
