@@ -45,6 +45,8 @@ export class SessionConnection {
   readonly #outbox = new Outbox()
   readonly #desk: PermissionDesk
   #wantRole: Role
+  /** takeOver() asked for the session: the attaches until the next hello take it, whatever the role was. */
+  #takingOver = false
   #state: ConnectionState = 'connecting'
   #role: Role | null = null
   #holder: string | null = null
@@ -93,6 +95,7 @@ export class SessionConnection {
     }, {
       query: () => {
         const query = new URLSearchParams({ role: this.#wantRole })
+        if (this.#rejoins()) query.set('rejoin', 'true')
         if (this.#attached || options.after !== 'live') query.set('after', String(this.#lastSeq))
         return query
       },
@@ -190,6 +193,7 @@ export class SessionConnection {
   takeOver (): void {
     this.#wantRole = 'controller'
     if (this.#state === 'closed') return
+    this.#takingOver = true
     this.#setState(this.#attached ? 'reconnecting' : 'connecting')
     this.#link.restart()
   }
@@ -202,6 +206,17 @@ export class SessionConnection {
     this.#outbox.rejectAll((id) => new ControlRequestError(id, 'connection_closed', 'The connection was closed'))
     this.#desk.close()
     this.#setState('closed')
+  }
+
+  /**
+   * A reconnect of a controller that did not hold the session when its link
+   * dropped (displaced by a newer controller, or not yet told it holds): it
+   * must not take the session back from the newer one, only wait as the next
+   * in line (`rejoin`, PROTOCOL.md). No frame arrives between the drop and
+   * the next attach, so the role now is the role then.
+   */
+  #rejoins (): boolean {
+    return this.#attached && !this.#takingOver && this.#wantRole === 'controller' && this.#role !== 'controller'
   }
 
   #fail (err: Error): void {
@@ -330,6 +345,7 @@ export class SessionConnection {
     }
     if (hello.resume === 'none') this.#lastSeq = Math.max(this.#lastSeq, hello.last_seq)
     this.#attached = true
+    this.#takingOver = false
     this.#link.attached()
     this.#catchUpAt = hello.last_seq
     this.#desk.hello(hello.client_id, hello.pending_requests)

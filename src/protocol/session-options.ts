@@ -83,6 +83,12 @@ export const WS_TICKET_MAX_CHARS = 8192
 
 export const wsQuery = z.strictObject({
   role: z.enum(['controller', 'observer']).default('controller'),
+  /**
+   * With `role=controller`: a reconnect of a client that did not hold the
+   * session when its link dropped (it was displaced), not a fresh attach, so
+   * it holds only if nobody does, else waits as the next candidate.
+   */
+  rejoin: z.enum(['true', 'false']).optional(),
   after: z.coerce.number().int().min(0).optional(),
   ticket: z.string().max(WS_TICKET_MAX_CHARS).optional()
 })

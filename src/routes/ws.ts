@@ -184,7 +184,7 @@ export async function wsRoutes (fastify: FastifyInstance, options: WsRoutesOptio
         early = null
         if (held !== null) for (const handle of held) handle()
       }
-      session.attach(client, { role, after: query.after, onHello }).catch((err: unknown) => {
+      session.attach(client, { role, rejoin: query.rejoin === 'true', after: query.after, onHello }).catch((err: unknown) => {
         log.error({ reqId, err }, 'attach failed')
         client.close(1011, 'attach failed')
       })

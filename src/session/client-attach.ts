@@ -12,6 +12,14 @@ import type { SessionParts } from './session-parts.js'
 
 export interface AttachOptions {
   role: Role
+  /**
+   * A controller reconnecting that did not hold the session when its link
+   * dropped: the newest controller wins only on a fresh attach (PROTOCOL.md),
+   * so it holds the session only if nobody does, else it waits as the next
+   * candidate (as Session.attachRemote's `rejoin`, which it becomes on the
+   * node running the CLI when that is another).
+   */
+  rejoin?: boolean | undefined
   /** Replay every frame after this seq first (none: live frames only). */
   after?: number | undefined
   /** Runs right after the hello is sent, before the replay. */
@@ -44,7 +52,8 @@ export async function attachClient (p: SessionParts, port: ClientPort, options: 
   // A client about to be ended (no replay possible yet) never takes the session from its holder;
   // nor does one here while another node runs the CLI (its frames could not reach it).
   const elsewhere = !p.owned() && !isFinal(p.record.status)
-  if (options.role === 'controller' && resume !== 'unavailable' && !elsewhere) audience.hold(att)
+  const takes = options.role === 'controller' && resume !== 'unavailable' && !elsewhere && (options.rejoin !== true || audience.holder === null)
+  if (takes) audience.hold(att)
   const holder = audience.holder
   audience.send(port, helloFrame({
     sessionId: p.id,
@@ -63,9 +72,9 @@ export async function attachClient (p: SessionParts, port: ClientPort, options: 
     return
   }
   att.greeted = true
-  if (options.role === 'controller' && !elsewhere) audience.announceHolder(att)
+  if (takes) audience.announceHolder(att)
   // Running on another node: this client joins that node's session (its frames go there, the holder rules are its).
-  if (elsewhere) void follower.routeClient(port, options.role)
+  if (elsewhere) void follower.routeClient(port, options.role, options.rejoin === true)
   options.onHello?.()
   // Where another node runs the CLI, the prompts pending are those the followed log leaves open.
   const pendingNow = (): readonly PendingFrame[] => !p.owned() && p.route !== undefined ? follower.openRequests : control.list()

@@ -26,7 +26,7 @@ import type { ClientFrame, ControlRequestFrame } from '../protocol/client-frames
 import { type Lease, type SessionRecord, type SessionStatus, isFinal } from '../store/store.js'
 import type { EventLog } from './event-log.js'
 import type { ClientPort, Role } from './audience.js'
-import { attachClient } from './client-attach.js'
+import { type AttachOptions, attachClient } from './client-attach.js'
 import { gatewayFrame } from './frames.js'
 import type { OwnerOp } from './owner-calls.js'
 import type { SessionDeps as BaseDeps } from './session-deps.js'
@@ -207,9 +207,9 @@ export class Session {
   /**
    * Attaches a client. With `after`, it first gets every frame after that seq
    * (from the store), then live ones: no gap, no duplicate. `hello` comes first;
-   * `onHello` runs right after it is sent, before the replay.
+   * `onHello` runs right after it is sent, before the replay. `rejoin`: see AttachOptions.
    */
-  async attach (port: ClientPort, options: { role: Role, after?: number | undefined, onHello?: () => void }): Promise<void> {
+  async attach (port: ClientPort, options: AttachOptions): Promise<void> {
     await attachClient(this.#p, port, options)
   }
 
