@@ -6,7 +6,8 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { type SettingDoc, envSchema, settingDocs } from '../src/config/settings.js'
+import { type SettingDoc, settingDocs } from '../src/config/setting-docs.js'
+import { envSchema } from '../src/config/settings.js'
 
 export const README = fileURLToPath(new URL('../README.md', import.meta.url))
 export const BEGIN = '<!-- settings-table: generated from src/config/settings.ts by `npx tsx scripts/settings-table.ts --write`; do not edit by hand -->'
@@ -21,7 +22,7 @@ export interface Setting extends SettingDoc {
 export function settings (): Setting[] {
   return Object.entries(envSchema.shape).map(([name, schema]) => {
     const doc = settingDocs.get(schema)
-    if (doc === undefined) throw new Error(`${name} has no documentation in src/config/settings.ts`)
+    if (doc === undefined) throw new Error(`${name} has no documentation in src/config/*-settings.ts`)
     return { name, ...doc }
   })
 }

@@ -18,7 +18,7 @@ import { buildApp } from './app.js'
 import { ConfigError, SECRET_FILE_VARIABLES, loadConfig } from './config.js'
 import { FilesWatch } from './config/files-watch.js'
 import { listenError } from './config/values.js'
-import { MAX_TIMER_MS } from './config/settings.js'
+import { MAX_TIMER_MS } from './config/setting-rules.js'
 
 async function main (): Promise<void> {
   let config
@@ -41,7 +41,7 @@ async function main (): Promise<void> {
     closing = true
     watch?.close()
     app.log.info({ signal }, 'shutting down')
-    // Each part fits a timer (settings.ts), their sum may not: past MAX_TIMER_MS it would fire at once.
+    // Each part fits a timer (setting-rules.ts), their sum may not: past MAX_TIMER_MS it would fire at once.
     const force = setTimeout(() => {
       app.log.error('shutdown took too long; exiting')
       process.exit(1)

@@ -5,7 +5,7 @@
  * process's sessions over at once instead of waiting SESSION_LEASE_MS. A pid
  * reused by another process reads as alive: the lease just lapses, safely.
  */
-import { defaultNodeId } from '../config/settings.js'
+import { defaultNodeId } from '../config/node-id.js'
 import { pidGone } from '../util/pid-gone.js'
 
 export function isDeadLocalNode (node: string): boolean {
