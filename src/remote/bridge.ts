@@ -7,8 +7,9 @@
  * signal ends the session the way the CLI would end itself. The connection
  * lives in gateway-link.ts, lines out in gateway-outbox.ts, stdin lines in
  * host-input.ts, the gateway's own frames in gateway-notices.ts, the
- * ending's DELETE in session-ending.ts; this file is what the CLI's frames
- * mean to the host.
+ * ending's DELETE in session-ending.ts, the bound on the host's requests
+ * still waited for at stdin EOF in requests-before-end.ts; this file is what
+ * the CLI's frames mean to the host.
  */
 import type { RemoteArgs } from './argv.js'
 import { GatewayHttpError, type GatewayApi } from './gateway-api.js'
@@ -19,10 +20,11 @@ import { isDuplicateRefusal, requestIdOf, withoutSeq } from './frames.js'
 import { GatewayLink } from './gateway-link.js'
 import { GatewayOutbox } from './gateway-outbox.js'
 import { GatewayNotices } from './gateway-notices.js'
-import { noPromptToolAnswer, streamClosedAnswer } from './host-answers.js'
+import { noPromptToolAnswer, refusalAnswer, streamClosedAnswer } from './host-answers.js'
 import { HostInput } from './host-input.js'
 import { ResumeMismatch, checkResumeOptions } from './resume-options.js'
 import type { RemoteEnv } from './remote-env.js'
+import { RequestsBeforeEnd } from './requests-before-end.js'
 import { SessionEnding } from './session-ending.js'
 import { SILENCE_DEFAULTS } from './silence-watch.js'
 
@@ -56,8 +58,8 @@ export class RemoteBridge {
   readonly #answers = new Map<string, string>()
   readonly #notices: GatewayNotices
   #turns = 0
-  /** The host's control requests still waiting for a connection when stdin ended: the end waits for their answers, as the CLI answers every line before its EOF. */
-  readonly #answersBeforeEnd = new Set<string>()
+  /** The host's control requests still waiting for a connection when stdin ended: the end waits for their answers, within a bound. */
+  readonly #answersBeforeEnd: RequestsBeforeEnd
   #lastResultError = false
   #stdinClosed = false
   #silent = false
@@ -69,14 +71,22 @@ export class RemoteBridge {
   readonly #knownId: Promise<void>
   #located!: () => void
   #linkStarted = false
+  /** The link gave the gateway up: no line of the session can reach the host any more. */
+  #linkLost = false
 
   /** `random`: the reconnect jitter's source, [0, 1) (Math.random unless a test pins it). */
-  constructor (deps: { api: GatewayApi, env: RemoteEnv, args: RemoteArgs, io: BridgeIo, silence?: typeof SILENCE_DEFAULTS, random?: () => number }) {
+  constructor (deps: { api: GatewayApi, env: RemoteEnv, args: RemoteArgs, io: BridgeIo, silence?: typeof SILENCE_DEFAULTS, random?: () => number, requestsAtEndMs?: number, giveUpMs?: number }) {
     this.#api = deps.api
+    this.#answersBeforeEnd = new RequestsBeforeEnd(deps.requestsAtEndMs)
     this.#env = deps.env
     this.#args = deps.args
     this.#io = deps.io
-    this.#done = new Promise((resolve) => { this.#exit = resolve })
+    this.#done = new Promise((resolve) => {
+      this.#exit = (code) => {
+        this.#answersBeforeEnd.stop()
+        resolve(code)
+      }
+    })
     this.#knownId = new Promise((resolve) => { this.#located = resolve })
     this.#renewal = new CredentialRenewal({
       token: this.#env.token,
@@ -113,6 +123,7 @@ export class RemoteBridge {
       },
       token: () => this.#renewal.opening(),
       silence: deps.silence ?? SILENCE_DEFAULTS,
+      giveUpMs: deps.giveUpMs,
       random: deps.random,
       io: deps.io,
       events: {
@@ -120,7 +131,7 @@ export class RemoteBridge {
         pong: (payload) => this.#outbox.pong(payload),
         refused: (status) => this.#refused(status),
         closed: (code, reason) => this.#connectionClosed(code, reason),
-        gaveUp: () => this.#exit(1)
+        gaveUp: () => this.#gaveUp()
       }
     })
     this.#notices = new GatewayNotices({
@@ -136,7 +147,7 @@ export class RemoteBridge {
       turns: () => this.#turns,
       turnRefused: () => { this.#turns-- },
       out: (line) => this.#out(line),
-      hostAnswerGiven: (id) => { this.#answersBeforeEnd.delete(id) },
+      hostAnswerGiven: (id) => { this.#answersBeforeEnd.answered(id) },
       maybeEnd: () => this.#maybeEnd(),
       endWithoutStop: (code) => { void this.#end(code, false) },
       warn: deps.io.warn,
@@ -168,7 +179,12 @@ export class RemoteBridge {
       }
     }
     this.#located()
-    if (failed !== null) return failed
+    // A SIGTERM (or the host gone) taken while the gateway was answering: the host asked for that stop, and
+    // its exit is the signal's (143), not the failure's. A stdin EOF or SIGINT keeps the failure's code.
+    if (failed !== null) {
+      if (!this.#silent) this.#exit(failed)
+      return await this.#done
+    }
     // Ended (signal, stdin EOF) while the gateway was still answering: the end, which waited for the id, stops the session.
     if (this.#ending.started) return await this.#done
     this.#io.debug(`session ${this.#sessionId}`)
@@ -196,6 +212,21 @@ export class RemoteBridge {
     }
     for (const [id, subtype] of this.#prompts) this.#refusePrompt(id, subtype)
     this.#prompts.clear()
+    this.#answersBeforeEnd.arm((ids, seconds) => this.#requestsUnanswered(ids, seconds))
+    this.#maybeEnd()
+  }
+
+  /** The bound after stdin EOF passed with host requests unanswered: each gets an error answer, and the end (exit 1: not every line was served) follows. */
+  #requestsUnanswered (ids: string[], seconds: number): void {
+    if (this.#ending.started) return
+    this.#io.warn(`${ids.length} control request(s) unanswered ${seconds} s after stdin ended: answered with an error`)
+    for (const id of ids) {
+      // Marked answered first: an answer the gateway gives after all is not printed a second time.
+      this.#input.hostAnswered(id)
+      this.#outbox.withdraw(id)
+      this.#out(refusalAnswer(id, `claude-remote: no answer from the gateway within ${seconds} s of stdin's end`, 'request_timeout'))
+    }
+    this.#forcedCode ??= 1
     this.#maybeEnd()
   }
 
@@ -263,6 +294,14 @@ export class RemoteBridge {
     return false
   }
 
+  /** No connection for too long (said on stderr): the session is still stopped (its REST may pass where its WebSocket does not), exit 1. */
+  #gaveUp (): void {
+    this.#linkLost = true
+    // An end already under way sent its DELETE: only its wait for the last lines, which cannot come now, is cut short.
+    if (this.#ending.started) { void this.#ending.stopSent().then(() => this.#finish(1)); return }
+    void this.#end(1)
+  }
+
   #gatewayFrame (text: string): void {
     this.#handleFrame(text)
     this.#ending.check()
@@ -304,7 +343,7 @@ export class RemoteBridge {
         if (id !== null && this.#input.ownAnswered(id, frame)) return
         // Only answers to this host's requests: the CLI prints no others (the gateway's, another client's).
         if (id === null || !this.#input.hostAnswered(id)) return
-        this.#answersBeforeEnd.delete(id)
+        this.#answersBeforeEnd.answered(id)
         break
       case 'control_request':
         if (id !== null) {
@@ -356,7 +395,7 @@ export class RemoteBridge {
     // Begun while the session was being created: its CLI already runs on the gateway, and must be stopped too.
     await this.#knownId
     // Never attached: no line of it is the host's to wait for.
-    if (stopCli && this.#sessionId !== '') await this.#ending.stopSession(this.#sessionId, this.#silent || !this.#linkStarted)
+    if (stopCli && this.#sessionId !== '') await this.#ending.stopSession(this.#sessionId, this.#silent || !this.#linkStarted || this.#linkLost)
     this.#finish(code)
   }
 

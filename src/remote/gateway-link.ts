@@ -32,6 +32,8 @@ export interface LinkDeps {
   /** The token to open it with now. */
   token: () => string
   silence: typeof SILENCE_DEFAULTS
+  /** How long without a connection before giving up (GIVE_UP_MS unless a test shortens it). */
+  giveUpMs?: number | undefined
   /** The reconnect jitter's source, [0, 1). */
   random?: (() => number) | undefined
   io: { warn: (message: string) => void, debug: (message: string) => void }
@@ -130,8 +132,9 @@ export class GatewayLink {
 
   #reconnectLater (): void {
     if (this.#closed) return
-    if (Date.now() - this.#downSince > GIVE_UP_MS) {
-      this.#deps.io.warn(`lost the gateway for more than ${GIVE_UP_MS / 1000} s: giving up`)
+    const giveUpMs = this.#deps.giveUpMs ?? GIVE_UP_MS
+    if (Date.now() - this.#downSince > giveUpMs) {
+      this.#deps.io.warn(`lost the gateway for more than ${giveUpMs / 1000} s: giving up`)
       this.#closed = true
       this.#deps.events.gaveUp()
       return

@@ -71,6 +71,13 @@ export class GatewayOutbox {
     }
   }
 
+  /** The host's request `id` was given up on: not sent, nor sent again, any more. */
+  withdraw (id: string): void {
+    const at = this.#queue.findIndex((out) => out.requestId === id)
+    if (at >= 0) this.#queue.splice(at, 1)
+    this.#inFlight.answered(id)
+  }
+
   /** A pong arrived with this payload. */
   pong (payload: string): void {
     this.#inFlight.pong(payload)

@@ -39,3 +39,21 @@ for (const { how, end, code } of endings) {
     await observer.waitFor((f) => f.type === 'gateway' && f.subtype === 'status' && f.status === 'stopped', WAIT_MS)
   })
 }
+
+// The create fails (the operator forbids bypassPermissions: 403) after the SIGTERM was taken: the host
+// asked for the stop, so the exit is the signal's, not the create's failure; no session is left behind.
+test('SIGTERM while a create that fails is under way: exit 143, not the create\'s 1; no session left', async (t) => {
+  const gw = await gateway(t)
+  const gate = await startGate(gw.url)
+  t.after(() => gate.close())
+  gate.holdCreate()
+  const remote = spawnRemote(gw, [...SDK_ARGS, '--permission-mode', 'bypassPermissions', '--debug'], { CLAUDE_REMOTE_URL: gate.url })
+  t.after(() => remote.child.kill('SIGKILL'))
+  await within(gate.createAnswered(), WAIT_MS, 'the create\'s refusal at the gate')
+  remote.child.kill('SIGTERM')
+  await remote.until(() => /ending the session/.test(remote.stderr()), 'claude-remote ending')
+  gate.release()
+  assert.equal(await within(remote.exited, WAIT_MS, 'claude-remote to exit'), 143, remote.stderr())
+  assert.match(remote.stderr(), /bypass_not_allowed/)
+  assert.deepEqual((await gw.request('GET', '/v1/sessions')).body.sessions, [])
+})
