@@ -72,9 +72,13 @@ export class CliCgroup {
     }
   }
 
-  /** Pids in the cgroup now (in any of its folders: a leftover may lack some). */
+  /**
+   * Pids in the cgroup now (in any of its folders: a leftover may lack
+   * some), those in cgroups a tool made inside it included: they are under
+   * its limits, and must end with it.
+   */
   pids (): number[] {
-    return [...new Set(this.folders.flatMap((dir) => readList(join(dir, 'cgroup.procs'))))].map(Number)
+    return [...new Set(this.folders.flatMap(subtree).flatMap((dir) => readList(join(dir, 'cgroup.procs'))))].map(Number)
   }
 
   /**
@@ -91,9 +95,13 @@ export class CliCgroup {
     }, withinMs)
   }
 
-  /** Removes the folders now, if nothing is in them any more; true when all are gone. */
+  /**
+   * Removes the folders now, if nothing is in them any more, cgroups made
+   * inside them first (the kernel refuses to remove one with children);
+   * true when all are gone.
+   */
   tryRemove (): boolean {
-    return this.folders.filter((dir) => !rmdirQuietly(dir)).length === 0
+    return this.folders.flatMap((dir) => subtree(dir).reverse()).filter((dir) => !rmdirQuietly(dir)).length === 0
   }
 
   #kill (): void {
@@ -181,6 +189,17 @@ function subfolders (parents: CgroupParents, name: string): string[] {
     }
   }
   return [...names]
+}
+
+/** `dir` and the cgroups below it at any depth, each before those inside it; [] when `dir` is gone. */
+function subtree (dir: string): string[] {
+  let entries
+  try {
+    entries = readdirSync(dir, { withFileTypes: true })
+  } catch {
+    return []
+  }
+  return [dir, ...entries.filter((e) => e.isDirectory()).flatMap((e) => subtree(join(dir, e.name)))]
 }
 
 /**
