@@ -16,6 +16,12 @@ export interface JwtOptions {
   audience?: string | undefined
   /** JWT_MAX_TTL_SECONDS: the longest lifetime accepted (exp − iat, or exp − now without iat). */
   maxTtlSeconds?: number | undefined
+  /**
+   * How far ahead of this clock an issuer's may run (default 0): its `nbf`
+   * is its own now, so without it a token used at once is refused until
+   * this clock catches up. `exp` gets no such grace (checked to the second).
+   */
+  clockToleranceSeconds?: number | undefined
 }
 
 const ASYMMETRIC = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']
@@ -44,11 +50,13 @@ export class JwtAuthenticator implements Authenticator {
 
   async authenticate (token: string): Promise<string | null> {
     if (token.split('.').length !== 3) return null
-    const verify: JWTVerifyOptions = { issuer: this.#o.issuer, audience: this.#o.audience, requiredClaims: ['exp'] }
+    const verify: JWTVerifyOptions = { issuer: this.#o.issuer, audience: this.#o.audience, requiredClaims: ['exp'], clockTolerance: this.#o.clockToleranceSeconds ?? 0 }
     for (const { key, algorithms } of await this.#keys) {
       try {
         const { payload } = await jwtVerify(token, key, { ...verify, algorithms })
-        if (!this.#lifetimeOk(payload.exp as number, payload.iat)) return null
+        const exp = payload.exp as number
+        if (exp <= Math.floor(Date.now() / 1000)) return null // the tolerance is for nbf only
+        if (!this.#lifetimeOk(exp, payload.iat)) return null
         const tenant = payload[this.#o.tenantClaim]
         return typeof tenant === 'string' && isTenantName(tenant) ? tenant : null
       } catch {

@@ -24,6 +24,8 @@ export const authSettings = {
   JWT_ISSUER: optional(z.string().min(1), '(none)', 'expected JWT `iss`'),
   JWT_AUDIENCE: optional(z.string().min(1), '(none)', 'expected JWT `aud`'),
   JWT_MAX_TTL_SECONDS: defaulted(int(1), 86_400, 'longest JWT lifetime accepted (`exp − iat`, or `exp − now` without `iat`)'),
+  JWT_CLOCK_TOLERANCE_SECONDS: defaulted(int(0, 300), 0,
+    'how far ahead of this host\'s clock a JWT issuer\'s may run: a token is accepted this many seconds before its `nbf`; `exp` gets no grace'),
   JWT_EXPIRY_ENDS_CONNECTIONS: defaulted(flag(), 'false',
     'end a WebSocket (close 4401) or event stream (`credential_expired`) when the JWT it was opened with expires, unless the WebSocket client presents a newer one first (a `credential` frame, docs/PROTOCOL.md); off: a connection outlives its JWT'),
   CREDENTIAL_FILES_POLL_MS: defaulted(ms(0), 0,
