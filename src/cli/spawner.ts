@@ -175,7 +175,12 @@ class RemoteChild extends EventEmitter implements ChildLike {
 
   /** The helper died: a start it had not answered failed; a running CLI is reported once its pipes close. */
   helperGone (): void {
-    if (this.pid === undefined) { this.failed(new Error('the spawn helper exited before the CLI started')); return }
+    if (this.pid === undefined) {
+      // Pipes it handed over before it died: the CLI it started runs on, reading a stdin held open here, unless they close.
+      for (const s of this.#pipes) s?.destroy()
+      this.failed(new Error('the spawn helper exited before the CLI started'))
+      return
+    }
     this.#orphan = true
     this.#maybeClose()
   }
