@@ -45,20 +45,27 @@ export class ConversationSaves {
       return
     }
     this.#running = (async () => {
-      do {
-        this.#again = false
-        const lease = this.#o.lease()
-        if (lease === null) return
-        try {
-          await carry.save(lease)
-        } catch (err) {
-          if (err instanceof FencedError) { this.#o.onFenced(); return }
-          this.#o.log.warn({ err: (err as Error).message }, 'could not save the conversation to the store')
-        }
-        // The file exists once a save has looked (it may not before the first prompt).
-        if (this.#unwatch === null && this.#o.cliRunning()) this.#unwatch = carry.watch(() => { void this.save() })
-      } while (this.#again)
-    })().finally(() => { this.#running = null })
+      try {
+        // Never done before #running is set: its end below must clear what this set.
+        await undefined
+        do {
+          this.#again = false
+          const lease = this.#o.lease()
+          if (lease === null) return
+          try {
+            await carry.save(lease)
+          } catch (err) {
+            if (err instanceof FencedError) { this.#o.onFenced(); return }
+            this.#o.log.warn({ err: (err as Error).message }, 'could not save the conversation to the store')
+          }
+          // The file exists once a save has looked (it may not before the first prompt).
+          if (this.#unwatch === null && this.#o.cliRunning()) this.#unwatch = carry.watch(() => { void this.save() })
+        } while (this.#again)
+      } finally {
+        // In the same step as the last check of #again: a save asked after it starts a run of its own.
+        this.#running = null
+      }
+    })()
     await this.#running
   }
 
