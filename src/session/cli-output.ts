@@ -50,10 +50,18 @@ export interface CliOutputHost {
 
 export class CliOutput {
   readonly #h: CliOutputHost
-  readonly #problems = new CliProblems()
+  #problems = new CliProblems()
 
   constructor (host: CliOutputHost) {
     this.#h = host
+  }
+
+  /**
+   * A CLI starts: a turn its predecessor left without a result (stopped,
+   * crashed) is over, so what was told or counted for it no longer holds.
+   */
+  cliStarted (): void {
+    this.#problems = new CliProblems()
   }
 
   /** One line the CLI printed (without its newline). */

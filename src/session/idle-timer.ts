@@ -12,9 +12,14 @@ export class IdleTimer {
     this.#onIdle = onIdle
   }
 
-  /** Starts the countdown unless `busy` or already counting. */
+  /**
+   * Starts the countdown unless already counting; `busy` stops it instead: a
+   * session can become busy with nothing disarming it first (a turn the CLI
+   * starts on its own says so only in its `session_state_changed`).
+   */
   arm (busy: boolean): void {
-    if (this.#ms <= 0 || this.#timer !== null || busy) return
+    if (busy) { this.disarm(); return }
+    if (this.#ms <= 0 || this.#timer !== null) return
     this.#timer = setTimeout(() => {
       this.#timer = null
       this.#onIdle()

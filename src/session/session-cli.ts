@@ -80,6 +80,7 @@ export class SessionCli {
     if (refused !== null) return refused
     this.#stopping = false
     h.turns.clear()
+    h.cliOutput.cliStarted()
     let cli: CliHandle
     try {
       const spec: CliSpawnSpec = h.spawnSpec()
@@ -133,6 +134,8 @@ export class SessionCli {
     this.#cli = null
     this.#stopping = false
     h.idle.disarm()
+    // The message that asked for it was counted as a turn: no CLI runs it.
+    h.turns.exited()
     h.control.cliExited()
     const error = h.statusRecorder.spawnFailed(err)
     this.#exitDone()
@@ -145,9 +148,12 @@ export class SessionCli {
     h.idle.disarm()
     const cli = this.#cli
     if (cli === null) return
-    h.log.info({ why }, 'stopping session')
-    this.#stopping = true
-    h.statusRecorder.set('stopping')
+    // Asked again while it ends (a repeated DELETE, the idle timer): the same end, recorded once.
+    if (!this.#stopping) {
+      h.log.info({ why }, 'stopping session')
+      this.#stopping = true
+      h.statusRecorder.set('stopping')
+    }
     await cli.stop()
   }
 
