@@ -12,64 +12,32 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it, type TestContext } from 'node:test'
 import WebSocket from 'ws'
-import {
-  GatewayClient, type ConnectionEvents, type RecordedFrame, type SessionConnection, type WebSocketCtor
-} from '../../src/client/index.js'
+import { GatewayClient, type SessionConnection, type WebSocketCtor } from '../../src/client/index.js'
+import { ClientRecorder } from '../support/client-recorder.js'
 import { TOKEN_A, type TestGateway, gateway } from '../support/gateway.js'
 import { type GatewayNode, type GatewayNodes, startNodes } from '../support/gateway-nodes.js'
 import { REDIS_URL } from '../support/redis-server.js'
 import { LIMITS } from '../support/sessions.js'
-import { Waiters } from '../support/waiters.js'
+import { trackedWebSocket } from '../support/tracked-websocket.js'
 
 type Frame = Record<string, any>
 
-/** A `ws` WebSocket constructor that records every socket a client builds. */
-function trackedWebSocket (): { ctor: WebSocketCtor, built: WebSocket[] } {
-  const built: WebSocket[] = []
-  class Tracked extends WebSocket {
-    constructor (url: string, protocols?: string | string[], options?: { headers?: Record<string, string> }) {
-      super(url, protocols, options)
-      built.push(this)
-    }
-  }
-  return { ctor: Tracked as unknown as WebSocketCtor, built }
-}
-
-/** One device: its client, its connection, what it saw, and a way to cut its network. */
-class Device {
-  readonly frames: RecordedFrame[] = []
-  readonly messages: Frame[] = []
-  readonly errors: Array<ConnectionEvents['error']> = []
-  readonly #waiters = new Waiters()
-  readonly conn: SessionConnection
-  readonly built: WebSocket[]
-
-  constructor (t: TestContext, url: string, id: string, readonly name: string) {
-    const { ctor, built } = trackedWebSocket()
-    this.built = built
-    const client = new GatewayClient({ url, token: TOKEN_A, WebSocket: ctor })
-    this.conn = client.connect(id, { reconnect: { initialMs: 5, maxMs: 20 } })
-    t.after(() => this.conn.close())
-    this.conn.on('frame', (f) => { this.frames.push(f); this.#waiters.wake() })
-    this.conn.on('message', (m) => { this.messages.push(m as Frame); this.#waiters.wake() })
-    this.conn.on('error', (e) => { this.errors.push(e); this.#waiters.wake() })
-    this.conn.on('state', () => this.#waiters.wake())
-    this.conn.on('role', () => this.#waiters.wake())
+/** One device: its connection, what it saw, and a way to cut its network. */
+class Device extends ClientRecorder {
+  constructor (conn: SessionConnection, readonly built: WebSocket[], name: string) {
+    super(conn, name)
   }
 
-  get hellos (): Frame[] { return this.messages.filter((m) => m.type === 'gateway' && m.subtype === 'hello') }
   get holds (): boolean { return this.conn.role === 'controller' && this.conn.holder === this.conn.clientId }
 
-  /** The network drops the socket: no close frame, the client reconnects by itself. */
-  cut (): void {
+  /** The network drops the socket: no close frame, the client reconnects by itself; resolves with the new hello. */
+  async cut (what = 'reconnected'): Promise<Frame> {
+    const hellos = this.hellos.length
     const socket = this.built.at(-1)
     assert.equal(socket?.readyState, WebSocket.OPEN, `${this.name}'s socket is open`)
     socket.terminate()
-  }
-
-  until<T> (check: () => T | undefined | false, what: string): Promise<T> {
-    return this.#waiters.until(check, 15_000, `${this.name}: ${what}`, () =>
-      `state ${this.conn.state}, role ${this.conn.role}, holder ${this.conn.holder}, me ${this.conn.clientId}, hellos ${JSON.stringify(this.hellos.map((h) => [h.role, h.holder]))}, errors ${JSON.stringify(this.errors.map(String))}`)
+    await this.until(() => this.hellos.length > hellos && this.conn.state === 'open', what)
+    return this.hellos.at(-1) as Frame
   }
 
   /** Sends a message and waits for its turn's result (it reached the CLI) or a not_holder refusal. */
@@ -100,10 +68,19 @@ async function laptopThenPhone (t: TestContext, gw: TestGateway, id: string): Pr
   return await devices(t, gw.url, gw.url, id)
 }
 
+/** A device connecting to `url`, closed when the test ends. */
+function device (t: TestContext, url: string, id: string, name: string): Device {
+  const { ctor, built } = trackedWebSocket()
+  const client = new GatewayClient({ url, token: TOKEN_A, WebSocket: ctor })
+  const conn = client.connect(id, { reconnect: { initialMs: 5, maxMs: 20 } })
+  t.after(() => conn.close())
+  return new Device(conn, built, name)
+}
+
 async function devices (t: TestContext, laptopUrl: string, phoneUrl: string, id: string): Promise<{ laptop: Device, phone: Device }> {
-  const laptop = new Device(t, laptopUrl, id, 'laptop')
+  const laptop = device(t, laptopUrl, id, 'laptop')
   await laptop.until(() => laptop.conn.state === 'open' && laptop.holds, 'holds')
-  const phone = new Device(t, phoneUrl, id, 'phone')
+  const phone = device(t, phoneUrl, id, 'phone')
   await phone.until(() => phone.conn.state === 'open' && phone.holds, 'holds')
   await laptop.until(() => laptop.conn.role === 'observer' && laptop.conn.holder === phone.conn.clientId, 'displaced by the phone')
   return { laptop, phone }
@@ -114,10 +91,7 @@ describe('client: a displaced controller reconnecting', () => {
     const { gw, id } = await setup(t)
     const { laptop, phone } = await laptopThenPhone(t, gw, id)
 
-    const hellos = laptop.hellos.length
-    laptop.cut()
-    await laptop.until(() => laptop.hellos.length > hellos && laptop.conn.state === 'open', 'reconnected')
-    const hello = laptop.hellos.at(-1) as Frame
+    const hello = await laptop.cut()
     assert.deepEqual({ role: hello.role, holder: hello.holder }, { role: 'observer', holder: phone.conn.clientId }, 'the reconnected laptop does not take the session')
 
     // The phone still holds: its message reaches the CLI, the laptop's is refused.
@@ -137,10 +111,7 @@ describe('client: a displaced controller reconnecting', () => {
     const { gw, id } = await setup(t)
     const { laptop, phone } = await laptopThenPhone(t, gw, id)
     for (let i = 0; i < 2; i++) {
-      const hellos = laptop.hellos.length
-      laptop.cut()
-      await laptop.until(() => laptop.hellos.length > hellos && laptop.conn.state === 'open', `reconnected (${i + 1})`)
-      assert.equal(laptop.hellos.at(-1)?.role, 'observer')
+      assert.equal((await laptop.cut(`reconnected (${i + 1})`)).role, 'observer')
     }
     laptop.conn.takeOver()
     await laptop.until(() => laptop.holds, 'holds after takeOver')
@@ -151,11 +122,9 @@ describe('client: a displaced controller reconnecting', () => {
   it('the holder whose socket is cut takes the session back (it was the newest controller), from a client displaced earlier that held it meanwhile', async (t) => {
     const { gw, id } = await setup(t)
     const { laptop, phone } = await laptopThenPhone(t, gw, id)
-    const hellos = phone.hellos.length
-    phone.cut()
     // While the phone is away the laptop is next in line and holds; the phone, back, takes it again.
-    await phone.until(() => phone.hellos.length > hellos && phone.conn.state === 'open', 'reconnected')
-    assert.deepEqual({ role: phone.hellos.at(-1)?.role, holder: phone.hellos.at(-1)?.holder }, { role: 'controller', holder: phone.conn.clientId })
+    const hello = await phone.cut()
+    assert.deepEqual({ role: hello.role, holder: hello.holder }, { role: 'controller', holder: phone.conn.clientId })
     await laptop.until(() => laptop.conn.role === 'observer' && laptop.conn.holder === phone.conn.clientId, 'displaced again')
     assert.equal(await phone.say('phone back'), 'echoed')
   })
@@ -172,11 +141,9 @@ describe('client: a displaced controller reconnecting to a node that does not ru
     // The laptop on node B (it follows the log), the phone on node A (it runs the CLI).
     const { laptop, phone } = await devices(t, b.url, a.url, id)
 
-    const hellos = laptop.hellos.length
-    laptop.cut()
-    await laptop.until(() => laptop.hellos.length > hellos && laptop.conn.state === 'open', 'reconnected')
+    const hello = await laptop.cut()
     // B's hello cannot know the holder; A's word on it follows.
-    const helloAt = laptop.messages.lastIndexOf(laptop.hellos.at(-1) as Frame)
+    const helloAt = laptop.messages.lastIndexOf(hello)
     const word = await laptop.until(() => laptop.messages.slice(helloAt).find((m) => m.type === 'gateway' && m.subtype === 'holder'), 'node A\'s holder frame')
     assert.deepEqual({ role: word.role, holder: word.holder }, { role: 'observer', holder: phone.conn.clientId }, 'the reconnected laptop does not take the session')
     assert.equal((await a.session(id)).body.holder, phone.conn.clientId)

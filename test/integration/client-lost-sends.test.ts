@@ -7,35 +7,16 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 import WebSocket from 'ws'
-import { GatewayClient, type ConnectionEvents, type RecordedFrame, type SessionConnection, type WebSocketCtor } from '../../src/client/index.js'
+import { GatewayClient, type SessionConnection, type WebSocketCtor } from '../../src/client/index.js'
+import { ClientRecorder } from '../support/client-recorder.js'
 import { startForwarder, type Forwarder } from '../support/forwarder.js'
 import { TOKEN_A, type TestGateway, eventually, gateway } from '../support/gateway.js'
 import { LIMITS } from '../support/sessions.js'
-import { Waiters, within } from '../support/waiters.js'
+import { within } from '../support/waiters.js'
 
 type Frame = Record<string, any>
 
-class Recorder {
-  readonly frames: RecordedFrame[] = []
-  readonly messages: Frame[] = []
-  readonly errors: Array<ConnectionEvents['error']> = []
-  readonly #waiters = new Waiters()
-
-  constructor (readonly conn: SessionConnection) {
-    conn.on('frame', (f) => { this.frames.push(f); this.#waiters.wake() })
-    conn.on('message', (m) => { this.messages.push(m as Frame); this.#waiters.wake() })
-    conn.on('error', (e) => { this.errors.push(e); this.#waiters.wake() })
-    conn.on('state', () => this.#waiters.wake())
-  }
-
-  get hellos (): number { return this.messages.filter((m) => m.type === 'gateway' && m.subtype === 'hello').length }
-
-  until<T> (check: () => T | undefined | false, what: string): Promise<T> {
-    return this.#waiters.until(check, 15_000, what, () => `state ${this.conn.state}, lastSeq ${this.conn.lastSeq}, hellos ${this.hellos}, errors ${JSON.stringify(this.errors.map((e) => e instanceof Error ? String(e) : e))}`)
-  }
-}
-
-async function setup (t: TestContext): Promise<{ gw: TestGateway, fwd: Forwarder, id: string, conn: SessionConnection, rec: Recorder }> {
+async function setup (t: TestContext): Promise<{ gw: TestGateway, fwd: Forwarder, id: string, conn: SessionConnection, rec: ClientRecorder }> {
   const gw = await gateway(t, { env: LIMITS })
   const fwd = await startForwarder(gw.url)
   t.after(() => fwd.close())
@@ -44,7 +25,7 @@ async function setup (t: TestContext): Promise<{ gw: TestGateway, fwd: Forwarder
   t.after(() => client.stopSession(id).catch(() => {}))
   const conn = client.connect(id, { reconnect: { initialMs: 5, maxMs: 20 } })
   t.after(() => conn.close())
-  const rec = new Recorder(conn)
+  const rec = new ClientRecorder(conn)
   await rec.until(() => conn.state === 'open', 'open')
   return { gw, fwd, id, conn, rec }
 }
@@ -57,7 +38,7 @@ describe('client: sends lost with their connection', () => {
       const { gw, fwd, id, conn, rec } = await setup(t)
       fwd.cutNext(how)
       await within(conn.setModel('opus'), 15_000, 'set_model to resolve')
-      assert.ok(rec.hellos >= 2, 'reconnected')
+      assert.ok(rec.hellos.length >= 2, 'reconnected')
       const lines = (): Frame[] => gw.stdinLines(id).filter((l) => l.type === 'control_request' && l.request?.subtype === 'set_model')
       await eventually(() => lines().length >= 1)
       conn.send('after')

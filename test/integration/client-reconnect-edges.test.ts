@@ -18,6 +18,7 @@ import {
 } from '../../src/client/index.js'
 import { TOKEN_A, type TestGateway, eventually, gateway } from '../support/gateway.js'
 import { LIMITS } from '../support/sessions.js'
+import { trackedWebSocket } from '../support/tracked-websocket.js'
 import { Waiters, within } from '../support/waiters.js'
 
 type Frame = Record<string, any>
@@ -217,23 +218,12 @@ describe('client: an expired credential with refreshToken', () => {
   const sign = async (exp: number): Promise<string> =>
     await new SignJWT({ tenant: 'tenant-a' }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime(exp).sign(new TextEncoder().encode(secret))
   const inSeconds = (n: number): number => Math.floor(Date.now() / 1000) + n
-  /** A `ws` WebSocket constructor that keeps every socket it builds, to cut them. */
-  const tracked = (): { ctor: WebSocketCtor, built: WebSocket[] } => {
-    const built: WebSocket[] = []
-    class Tracked extends WebSocket {
-      constructor (url: string, protocols?: string | string[], options?: { headers?: Record<string, string> }) {
-        super(url, protocols, options)
-        built.push(this)
-      }
-    }
-    return { ctor: Tracked as unknown as WebSocketCtor, built }
-  }
 
   it('a reconnect after the JWT expired (refused 401) asks refreshToken once and attaches with the newer JWT', async (t) => {
     const gw = await gateway(t, { env: { ...LIMITS, JWT_SECRET: secret, KEEPALIVE_INTERVAL_MS: '100' } })
     const exp = inSeconds(4)
     let asked = 0
-    const { ctor, built } = tracked()
+    const { ctor, built } = trackedWebSocket()
     const client = new GatewayClient({ url: gw.url, token: await sign(exp), WebSocket: ctor, refreshToken: async () => { asked++; return await sign(inSeconds(600)) } })
     const { id } = await client.createSession()
     t.after(() => client.stopSession(id).catch(() => {}))
@@ -252,7 +242,7 @@ describe('client: an expired credential with refreshToken', () => {
   it('closed 4401 at the expiry because the renewal failed in time: refreshToken is asked again and the connection resumes', async (t) => {
     const gw = await gateway(t, { env: { ...LIMITS, JWT_SECRET: secret, JWT_EXPIRY_ENDS_CONNECTIONS: 'true', KEEPALIVE_INTERVAL_MS: '100' } })
     let asked = 0
-    const { ctor } = tracked()
+    const { ctor } = trackedWebSocket()
     const client = new GatewayClient({
       url: gw.url,
       token: await sign(inSeconds(4)),

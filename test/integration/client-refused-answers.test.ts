@@ -8,54 +8,21 @@
  */
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
-import WebSocket from 'ws'
-import {
-  GatewayClient, type ConnectionEvents, type RecordedFrame, type SessionConnection, type WebSocketCtor
-} from '../../src/client/index.js'
+import type WebSocket from 'ws'
+import { GatewayClient, type SessionConnection } from '../../src/client/index.js'
+import { ClientRecorder } from '../support/client-recorder.js'
 import { TOKEN_A, type TestGateway, eventually, gateway } from '../support/gateway.js'
 import { LIMITS } from '../support/sessions.js'
-import { Waiters } from '../support/waiters.js'
+import { trackedWebSocket } from '../support/tracked-websocket.js'
 
 type Frame = Record<string, any>
-
-/** A `ws` WebSocket that keeps every socket the client builds, to cut them. */
-function trackedWebSocket (): { ctor: WebSocketCtor, built: WebSocket[] } {
-  const built: WebSocket[] = []
-  class Tracked extends WebSocket {
-    constructor (url: string, protocols?: string | string[], options?: { headers?: Record<string, string> }) {
-      super(url, protocols, options)
-      built.push(this)
-    }
-  }
-  return { ctor: Tracked as unknown as WebSocketCtor, built }
-}
-
-class Recorder {
-  readonly frames: RecordedFrame[] = []
-  readonly messages: Frame[] = []
-  readonly errors: Array<ConnectionEvents['error']> = []
-  readonly #waiters = new Waiters()
-
-  constructor (readonly conn: SessionConnection) {
-    conn.on('frame', (f) => { this.frames.push(f); this.#waiters.wake() })
-    conn.on('message', (m) => { this.messages.push(m as Frame); this.#waiters.wake() })
-    conn.on('error', (e) => { this.errors.push(e); this.#waiters.wake() })
-    conn.on('state', () => this.#waiters.wake())
-  }
-
-  get hellos (): number { return this.messages.filter((m) => m.type === 'gateway' && m.subtype === 'hello').length }
-
-  until<T> (check: () => T | undefined | false, what: string): Promise<T> {
-    return this.#waiters.until(check, 15_000, what, () => `state ${this.conn.state}, hellos ${this.hellos}, errors ${JSON.stringify(this.errors.map((e) => e instanceof Error ? String(e) : e))}`)
-  }
-}
 
 const isPrompt = (f: Frame): boolean => f.type === 'control_request' && f.request?.subtype === 'can_use_tool'
 const answersOnStdin = (gw: TestGateway, id: string, requestId: string): Frame[] =>
   gw.stdinLines(id).filter((l) => l.type === 'control_response' && l.response?.request_id === requestId)
 
 /** A session with one open prompt, held by a connection (left pending by onPermission). */
-async function openPrompt (t: TestContext): Promise<{ gw: TestGateway, client: GatewayClient, id: string, conn: SessionConnection, rec: Recorder, built: WebSocket[], prompt: Frame }> {
+async function openPrompt (t: TestContext): Promise<{ gw: TestGateway, client: GatewayClient, id: string, conn: SessionConnection, rec: ClientRecorder, built: WebSocket[], prompt: Frame }> {
   const gw = await gateway(t, { env: LIMITS })
   const { ctor, built } = trackedWebSocket()
   const client = new GatewayClient({ url: gw.url, token: TOKEN_A, WebSocket: ctor })
@@ -63,7 +30,7 @@ async function openPrompt (t: TestContext): Promise<{ gw: TestGateway, client: G
   t.after(() => client.stopSession(id).catch(() => {}))
   const conn = client.connect(id, { onPermission: () => undefined, reconnect: { initialMs: 5, maxMs: 20 } })
   t.after(() => conn.close())
-  const rec = new Recorder(conn)
+  const rec = new ClientRecorder(conn)
   conn.send('ask Bash touch refused-answer.txt')
   const prompt = await rec.until(() => (rec.frames as Frame[]).find(isPrompt), 'the prompt')
   await rec.until(() => conn.pending.get(prompt.request_id)?.canAnswer, 'the prompt answerable')
@@ -71,11 +38,11 @@ async function openPrompt (t: TestContext): Promise<{ gw: TestGateway, client: G
 }
 
 /** Cuts the current socket and waits until the gateway handed the open prompt out again on the next one. */
-async function reconnectAndRedeliver (rec: Recorder, built: WebSocket[], requestId: string): Promise<void> {
-  const hellos = rec.hellos
+async function reconnectAndRedeliver (rec: ClientRecorder, built: WebSocket[], requestId: string): Promise<void> {
+  const hellos = rec.hellos.length
   const redelivered = rec.messages.filter((m) => m.type === 'control_request' && m.request_id === requestId).length
   built.at(-1)?.terminate()
-  await rec.until(() => rec.hellos > hellos, 'the reconnect')
+  await rec.until(() => rec.hellos.length > hellos, 'the reconnect')
   await rec.until(() => rec.messages.filter((m) => m.type === 'control_request' && m.request_id === requestId).length > redelivered, 'the prompt handed out again')
 }
 

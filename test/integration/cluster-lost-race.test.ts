@@ -13,16 +13,14 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, describe, it } from 'node:test'
-import { pino } from 'pino'
 import type { CliCallbacks, CliHandle, CliSpawnSpec } from '../../src/cli/cli-handle.js'
-import { ControlPolicy } from '../../src/control/control-policy.js'
 import type { ClientFrame } from '../../src/protocol/client-frames.js'
 import type { SessionOwnership, SessionRoute } from '../../src/session/session-deps.js'
 import { Session } from '../../src/session/session.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { Lease, SessionRecord } from '../../src/store/store.js'
 import { type Frame, isError, isResult, isStatus } from '../support/frames.js'
-import { TestPort } from '../support/session-stubs.js'
+import { TestPort, sessionDeps, stubCliHandle } from '../support/session-stubs.js'
 
 const isLost = (f: Frame): boolean => isStatus('stopped')(f) && f.exit?.reason === 'lost'
 const isHolder = (f: Frame): boolean => f.type === 'gateway' && f.subtype === 'holder' && f.role === 'controller'
@@ -99,28 +97,13 @@ class Node {
   async load (id: string): Promise<Session> {
     const record = await this.store.getSession(id) as SessionRecord
     record.last_seq = Math.max(record.last_seq, await this.store.lastSeq(id) ?? 0)
-    const session = new Session(record, {
+    const session = new Session(record, sessionDeps(id, {
       store: this.store,
       launch: (spec, callbacks) => this.#launch(spec, callbacks),
       spawnSpec: (resume): CliSpawnSpec => ({ command: 'claude', args: resume ? ['--resume', id] : ['--session-id', id], cwd: process.cwd(), env: {}, sessionId: id }),
-      admit: () => null,
-      onStatus: () => {},
-      limits: {
-        permissionTimeoutMs: 60_000,
-        controlRequestTimeoutMs: 60_000,
-        clientRequestTimeoutMs: 60_000,
-        idleTimeoutMs: 600_000,
-        storeQueueMax: 1000,
-        initializeHoldMs: 0,
-        resumeWaitMs: 1000
-      },
-      logger: pino({ level: 'silent' }),
-      policy: new ControlPolicy({ clientControlAllow: [], mcpServerTypes: [], permissionUpdateDestinations: [], broadRuleTools: [], allowBypassPermissions: false }),
-      policyScope: () => ({ roots: [process.cwd()], cwd: process.cwd() }),
       ownership: this.ownership(),
-      route: this.route(),
-      onFenced: () => {}
-    })
+      route: this.route()
+    }))
     this.sessions.push(session)
     return session
   }
@@ -129,24 +112,13 @@ class Node {
   #launch (spec: CliSpawnSpec, callbacks: CliCallbacks): CliHandle {
     const launch: Launch = { node: this.name, resume: spec.args.includes('--resume'), written: [] }
     this.launches.push(launch)
-    let alive = true
-    return {
-      pid: 4242,
-      write: (line) => {
-        if (!alive) return false
-        const msg = JSON.parse(line) as Frame
-        launch.written.push(msg)
-        if (msg.type === 'user') {
-          queueMicrotask(() => callbacks.onLine(JSON.stringify({ type: 'result', subtype: 'success', is_error: false, result: `Echo: ${String(msg.message.content)}`, session_id: spec.sessionId })))
-        }
-        return true
-      },
-      stop: async () => {
-        const exit = { code: 0, signal: null, stderrTail: [] }
-        if (alive) { alive = false; callbacks.onExit(exit) }
-        return exit
+    return stubCliHandle(callbacks, (line) => {
+      const msg = JSON.parse(line) as Frame
+      launch.written.push(msg)
+      if (msg.type === 'user') {
+        queueMicrotask(() => callbacks.onLine(JSON.stringify({ type: 'result', subtype: 'success', is_error: false, result: `Echo: ${String(msg.message.content)}`, session_id: spec.sessionId })))
       }
-    }
+    })
   }
 }
 

@@ -13,13 +13,12 @@ import { afterEach, describe, it } from 'node:test'
 import { pino } from 'pino'
 import type { CliCallbacks, CliHandle, CliSpawnSpec } from '../../src/cli/cli-handle.js'
 import { ClusterRouter } from '../../src/cluster/router.js'
-import { ControlPolicy } from '../../src/control/control-policy.js'
 import { Session, type SessionDeps } from '../../src/session/session.js'
 import { MemoryFeed } from '../../src/store/memory-feed.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { EventStore, Lease, SessionRecord } from '../../src/store/store.js'
 import { type Frame, isResult, isStatus } from '../support/frames.js'
-import { TestPort } from '../support/session-stubs.js'
+import { TestPort, sessionDeps, stubCliHandle } from '../support/session-stubs.js'
 import { eventually } from '../support/waiters.js'
 
 const TTL_MS = 60_000
@@ -28,21 +27,10 @@ const logger = pino({ level: 'silent' })
 
 /** A stub CLI: each user message gets a result. */
 function launch (_spec: CliSpawnSpec, callbacks: CliCallbacks): CliHandle {
-  let alive = true
-  return {
-    pid: 4242,
-    write: (line) => {
-      if (!alive) return false
-      const msg = JSON.parse(line) as Frame
-      if (msg.type === 'user') queueMicrotask(() => { callbacks.onLine(JSON.stringify({ type: 'result', subtype: 'success', is_error: false, result: 'ok' })) })
-      return true
-    },
-    stop: async () => {
-      const exit = { code: 0, signal: null, stderrTail: [] }
-      if (alive) { alive = false; callbacks.onExit(exit) }
-      return exit
-    }
-  }
+  return stubCliHandle(callbacks, (line) => {
+    const msg = JSON.parse(line) as Frame
+    if (msg.type === 'user') queueMicrotask(() => { callbacks.onLine(JSON.stringify({ type: 'result', subtype: 'success', is_error: false, result: 'ok' })) })
+  })
 }
 
 /** One node: its Session object for the session and its router (`route` is wired as app.ts does). */
@@ -53,16 +41,9 @@ async function node (name: string, store: MemoryStore, view: EventStore, record:
   // Heartbeats far apart: what the test shows is never a heartbeat's doing.
   const router = new ClusterRouter({ bus: store.bus, node: name, logger, find: () => loaded.session, heartbeatMs: 60_000, owner: async (id) => (await store.leases.holder(id))?.node ?? null })
   await router.start()
-  const session = new Session({ ...record }, {
+  const session = new Session({ ...record }, sessionDeps(record.id, {
     store: view,
     launch,
-    spawnSpec: (): CliSpawnSpec => ({ command: 'claude', args: [], cwd: process.cwd(), env: {}, sessionId: record.id }),
-    admit: () => null,
-    onStatus: () => {},
-    limits: { permissionTimeoutMs: 60_000, controlRequestTimeoutMs: 60_000, clientRequestTimeoutMs: 60_000, idleTimeoutMs: 600_000, storeQueueMax: 1000, initializeHoldMs: 0, resumeWaitMs: 1000 },
-    logger,
-    policy: new ControlPolicy({ clientControlAllow: [], mcpServerTypes: [], permissionUpdateDestinations: [], broadRuleTools: [], allowBypassPermissions: false }),
-    policyScope: () => ({ roots: [process.cwd()], cwd: process.cwd() }),
     ownership: {
       acquire: async (id) => await store.leases.acquire(id, name, TTL_MS),
       release: async (l) => { await store.leases.release(l) },
@@ -79,9 +60,8 @@ async function node (name: string, store: MemoryStore, view: EventStore, record:
       dropRemote: (id) => { router.dropRemote(id) },
       call: async (owner, id, op, args) => await router.call(owner, id, op, args)
     },
-    onFenced: () => {},
     ...extra
-  }, lease)
+  }), lease)
   loaded.session = session
   return { session, router }
 }

@@ -8,40 +8,12 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { parseRemoteArgs } from '../../src/remote/argv.js'
-import { RemoteBridge } from '../../src/remote/bridge.js'
-import { GatewayApi } from '../../src/remote/gateway-api.js'
-import { readRemoteEnv } from '../../src/remote/remote-env.js'
-import { TOKEN_A, gateway } from '../support/gateway.js'
-import { SDK_ARGS, WAIT_MS, sdkInitialize, startGate, userLine } from '../support/remote.js'
-import { Waiters, within } from '../support/waiters.js'
+import { WAIT_MS } from '../support/remote.js'
+import { cutOffAfterOneTurn } from '../support/remote-bridge.js'
+import { within } from '../support/waiters.js'
 
 test('stdin EOF while disconnected, no turn running: the control requests written meanwhile reach the CLI and are answered before the end, exit 0', async (t) => {
-  const gw = await gateway(t)
-  const gate = await startGate(gw.url)
-  t.after(() => gate.close())
-  const env = readRemoteEnv({ CLAUDE_REMOTE_URL: gate.url, CLAUDE_REMOTE_TOKEN: TOKEN_A })
-  const lines: string[] = []
-  const debug: string[] = []
-  const arrivals = new Waiters()
-  const bridge = new RemoteBridge({
-    api: new GatewayApi(env),
-    env,
-    args: parseRemoteArgs(SDK_ARGS),
-    io: { writeOut: (line) => { lines.push(line); arrivals.wake() }, warn: (m) => { debug.push(m); arrivals.wake() }, debug: (m) => { debug.push(m); arrivals.wake() } },
-    random: () => 1
-  })
-  const done = bridge.run()
-  t.after(() => bridge.terminate(143))
-  const lastSeen = (): string => `${lines.length} lines; ${debug.slice(-5).join(' | ')}`
-  const frames = (): any[] => lines.map((l) => JSON.parse(l))
-  bridge.hostLine(sdkInitialize())
-  bridge.hostLine(userLine('echo first'))
-  await arrivals.until(() => frames().some((f) => f.type === 'result'), WAIT_MS, 'the first turn\'s result', lastSeen)
-  const sessionId = String(frames().find((f) => f.type === 'result').session_id)
-
-  assert.equal(gate.holdWebSockets(), 1)
-  await arrivals.until(() => debug.some((m) => /connection closed/.test(m)), WAIT_MS, 'the connection closed', lastSeen)
+  const { gw, gate, bridge, done, frames, lastSeen, sessionId } = await cutOffAfterOneTurn(t)
   bridge.hostLine(JSON.stringify({ type: 'control_request', request_id: 'model-1', request: { subtype: 'set_model', model: 'claude-later' } }))
   bridge.hostLine(JSON.stringify({ type: 'control_request', request_id: 'mode-1', request: { subtype: 'set_permission_mode', mode: 'plan' } }))
   bridge.hostEnd()

@@ -8,40 +8,24 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { parseRemoteArgs } from '../../src/remote/argv.js'
-import { RemoteBridge } from '../../src/remote/bridge.js'
-import { GatewayApi } from '../../src/remote/gateway-api.js'
-import { readRemoteEnv } from '../../src/remote/remote-env.js'
 import { startForwarder } from '../support/forwarder.js'
-import { TOKEN_A, gateway } from '../support/gateway.js'
-import { SDK_ARGS, WAIT_MS, sdkInitialize, userLine } from '../support/remote.js'
-import { Waiters, within } from '../support/waiters.js'
+import { gateway } from '../support/gateway.js'
+import { WAIT_MS, sdkInitialize, userLine } from '../support/remote.js'
+import { startBridge } from '../support/remote-bridge.js'
+import { within } from '../support/waiters.js'
 
 test('a gateway connection that goes silent (no close) is dropped and resumed: the turn\'s lines all arrive, once', async (t) => {
   const gw = await gateway(t)
   const fwd = await startForwarder(gw.url)
   t.after(() => fwd.close())
-  const env = readRemoteEnv({ CLAUDE_REMOTE_URL: fwd.url, CLAUDE_REMOTE_TOKEN: TOKEN_A })
-  const lines: string[] = []
-  const debug: string[] = []
-  const arrivals = new Waiters()
-  const bridge = new RemoteBridge({
-    api: new GatewayApi(env),
-    env,
-    args: parseRemoteArgs(SDK_ARGS),
-    io: { writeOut: (line) => { lines.push(line); arrivals.wake() }, warn: (m) => { debug.push(m); arrivals.wake() }, debug: (m) => { debug.push(m); arrivals.wake() } },
-    silence: { pingAfterMs: 200, deadAfterMs: 1_000 }
-  })
-  const done = bridge.run()
-  t.after(() => bridge.terminate(143))
-  const lastSeen = (): string => `${lines.length} lines; ${debug.slice(-5).join(' | ')}`
+  const { bridge, done, lines, until } = startBridge(t, fwd.url, { silence: { pingAfterMs: 200, deadAfterMs: 1_000 } })
   const results = (): number => lines.filter((l) => JSON.parse(l).type === 'result').length
   bridge.hostLine(sdkInitialize())
   bridge.hostLine(userLine('slow 8 150'))
-  await arrivals.until(() => lines.some((l) => JSON.parse(l).type === 'assistant'), WAIT_MS, 'the first assistant line', lastSeen)
+  await until(() => lines.some((l) => JSON.parse(l).type === 'assistant'), 'the first assistant line')
 
   assert.equal(fwd.freeze(), 1, 'one WebSocket through the forwarder')
-  await arrivals.until(() => results() === 1, WAIT_MS, 'the turn\'s result over a new connection', lastSeen)
+  await until(() => results() === 1, 'the turn\'s result over a new connection')
 
   const texts = lines.map((l) => JSON.parse(l)).filter((f) => f.type === 'assistant').map((f) => JSON.stringify(f.message.content))
   assert.equal(new Set(texts).size, texts.length, 'no assistant line twice')

@@ -2,7 +2,8 @@
  * Session objects without a gateway around them, for tests that need to
  * pick the moment things happen: a MemoryStore whose appends the test can
  * hold, a client port that keeps what it is sent, a stub CLI whose lines the
- * test prints, and a session on a node that runs it (owner) or on another
+ * test prints, the session deps those tests share, and a session on a node
+ * that runs it (owner) or on another
  * node that follows it from the store (its route reaches the owner's
  * Session object directly, as src/cluster/router.ts would over the bus).
  */
@@ -72,10 +73,14 @@ export class TestPort implements ClientPort {
 /** A stub CLI whose lines the test prints. */
 export interface StubCli { print: (msg: Record<string, unknown>) => void }
 
-function deps (store: MemoryStore, id: string, lease: Lease | null, launch: SessionDeps['launch'], route?: SessionRoute): SessionDeps {
+/**
+ * What every stub session shares: a spawn spec for `id`, no admission
+ * limits, timeouts far beyond any test, a silent logger, the default
+ * control policy. `parts` gives the store, the CLI, the ownership and
+ * anything else the test picks (a route, a resume-aware spawn spec).
+ */
+export function sessionDeps (id: string, parts: Pick<SessionDeps, 'store' | 'launch' | 'ownership'> & Partial<SessionDeps>): SessionDeps {
   return {
-    store,
-    launch,
     spawnSpec: (): CliSpawnSpec => ({ command: 'claude', args: [], cwd: process.cwd(), env: {}, sessionId: id }),
     admit: () => null,
     onStatus: () => {},
@@ -83,15 +88,44 @@ function deps (store: MemoryStore, id: string, lease: Lease | null, launch: Sess
     logger: pino({ level: 'silent' }),
     policy: new ControlPolicy({ clientControlAllow: [], mcpServerTypes: [], permissionUpdateDestinations: [], broadRuleTools: [], allowBypassPermissions: false }),
     policyScope: () => ({ roots: [process.cwd()], cwd: process.cwd() }),
+    onFenced: () => {},
+    ...parts
+  }
+}
+
+/**
+ * A stub CLI process: `onWrite` sees each stdin line written while it runs
+ * (it may answer through `callbacks.onLine`); `stop` ends it once, exit 0.
+ */
+export function stubCliHandle (callbacks: CliCallbacks, onWrite: (line: string) => void = () => {}): CliHandle {
+  let alive = true
+  return {
+    pid: 4242,
+    write: (line) => {
+      if (!alive) return false
+      onWrite(line)
+      return true
+    },
+    stop: async () => {
+      const exit = { code: 0, signal: null, stderrTail: [] }
+      if (alive) { alive = false; callbacks.onExit(exit) }
+      return exit
+    }
+  }
+}
+
+function deps (store: MemoryStore, id: string, lease: Lease | null, launch: SessionDeps['launch'], route?: SessionRoute): SessionDeps {
+  return sessionDeps(id, {
+    store,
+    launch,
     ownership: {
       acquire: async () => lease,
       release: async (l) => { await store.leases.release(l) },
       forget: () => {},
       reclaim: async () => false
     },
-    ...(route === undefined ? {} : { route }),
-    onFenced: () => {}
-  }
+    ...(route === undefined ? {} : { route })
+  })
 }
 
 /** A new session owned by node-a, its stub CLI started. */
@@ -104,16 +138,7 @@ export async function ownedSession (store: HeldStore = new HeldStore()): Promise
   let callbacks: CliCallbacks | null = null
   const launch = (_spec: CliSpawnSpec, cb: CliCallbacks): CliHandle => {
     callbacks = cb
-    let alive = true
-    return {
-      pid: 4242,
-      write: () => alive,
-      stop: async () => {
-        const exit = { code: 0, signal: null, stderrTail: [] }
-        if (alive) { alive = false; cb.onExit(exit) }
-        return exit
-      }
-    }
+    return stubCliHandle(cb)
   }
   const session = new Session(record, deps(store, id, lease, launch), lease)
   assert.equal(session.start(), null)
