@@ -28,6 +28,7 @@ import { isDeadLocalNode } from './cluster/dead-node.js'
 import { LeaseKeeper } from './cluster/lease-keeper.js'
 import { Placement } from './cluster/placement.js'
 import { ClusterRouter } from './cluster/router.js'
+import { routerRoute } from './cluster/router-route.js'
 import { errorReplies } from './plugins/error-replies.js'
 import type { GatewayState } from './plugins/gateway-state.js'
 import { lifecycleHooks } from './plugins/lifecycle.js'
@@ -139,16 +140,7 @@ export async function buildApp (config: Config, parts: AppParts = {}): Promise<F
   const manager: SessionManager = new SessionManager({
     // Several nodes may share this store: each CLI's conversation travels with it.
     carryConversations: chosenStore.kind === 'redis',
-    route: {
-      node: config.nodeId,
-      owner: async (id) => (await store.leases.holder(id))?.node ?? null,
-      attach: (owner, id, port, role, options) => { router.attach(owner, id, port, role, options) },
-      frame: (port, frame) => router.frame(port, frame),
-      detach: (port) => { router.detach(port) },
-      unroute: (port) => router.unroute(port),
-      dropRemote: (id) => { router.dropRemote(id) },
-      call: async (owner, id, op, args) => await router.call(owner, id, op, args)
-    },
+    route: routerRoute(router, store.leases, config.nodeId),
     store: new TimedStore(store, metrics),
     keeper: new LeaseKeeper({ leases: store.leases, node: config.nodeId, ttlMs: config.sessionLeaseMs, logger }),
     isDeadNode: isDeadLocalNode,

@@ -13,6 +13,7 @@ import { afterEach, describe, it } from 'node:test'
 import { pino } from 'pino'
 import type { CliCallbacks, CliHandle, CliSpawnSpec } from '../../src/cli/cli-handle.js'
 import { ClusterRouter } from '../../src/cluster/router.js'
+import { routerRoute } from '../../src/cluster/router-route.js'
 import { Session, type SessionDeps } from '../../src/session/session.js'
 import { MemoryFeed } from '../../src/store/memory-feed.js'
 import { MemoryStore } from '../../src/store/memory.js'
@@ -50,16 +51,7 @@ async function node (name: string, store: MemoryStore, view: EventStore, record:
       forget: () => {},
       reclaim: async () => false
     },
-    route: {
-      node: name,
-      owner: async (id) => (await store.leases.holder(id))?.node ?? null,
-      attach: (owner, id, port, role, options) => { router.attach(owner, id, port, role, options) },
-      frame: (port, frame) => router.frame(port, frame),
-      detach: (port) => { router.detach(port) },
-      unroute: (port) => router.unroute(port),
-      dropRemote: (id) => { router.dropRemote(id) },
-      call: async (owner, id, op, args) => await router.call(owner, id, op, args)
-    },
+    route: routerRoute(router, store.leases, name),
     ...extra
   }), lease)
   loaded.session = session
