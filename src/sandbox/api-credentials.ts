@@ -7,6 +7,8 @@
  * credential (egress-proxy.ts, http-relay.ts). Given the spec's live
  * credential, the proxy reads it at each request, so a running CLI's API
  * calls carry a rotated key from the moment the gateway reloads it.
+ * ANTHROPIC_CUSTOM_HEADERS go with the credential: an LLM gateway's own
+ * credential is often one of them.
  */
 import { readFileSync } from 'node:fs'
 import type { ApiCredential } from '../cli/cli-handle.js'
@@ -22,7 +24,7 @@ const OTHER_PROVIDERS = ['CLAUDE_CODE_USE_BEDROCK', 'CLAUDE_CODE_USE_VERTEX', 'C
 export interface HeldCredentials {
   /** The real API: the CLI's ANTHROPIC_BASE_URL, else the Anthropic API. */
   upstream: URL
-  /** Set on every forwarded request, in place of whatever credential headers the CLI sent; asked per request. */
+  /** Set on every forwarded request (ANTHROPIC_CUSTOM_HEADERS included), in place of whatever credential headers the CLI sent; asked per request. */
   headers: () => Record<string, string>
   /** The client certificate the CLI would have presented (CLAUDE_CODE_CLIENT_CERT / _KEY / _KEY_PASSPHRASE). */
   tls?: { cert: Buffer, key: Buffer, passphrase?: string }
@@ -60,8 +62,11 @@ export function holdCredentials (env: Record<string, string>, inBoxUrl: string, 
   const inside: Record<string, string> = { ...env, ANTHROPIC_BASE_URL: inBoxUrl }
   if (key !== undefined) inside.ANTHROPIC_API_KEY = CREDENTIAL_PLACEHOLDER
   if (token !== undefined) inside.ANTHROPIC_AUTH_TOKEN = CREDENTIAL_PLACEHOLDER
-  const atSpawn = credentialHeaders({ apiKey: key, authToken: token })
-  const held: HeldCredentials = { upstream, headers: live === undefined ? () => atSpawn : () => credentialHeaders(live()) }
+  // The proxy adds them to each API request as the CLI would have; the CLI never sees them.
+  const custom = customHeaders(env.ANTHROPIC_CUSTOM_HEADERS ?? '')
+  delete inside.ANTHROPIC_CUSTOM_HEADERS
+  const atSpawn = { ...credentialHeaders({ apiKey: key, authToken: token }), ...custom }
+  const held: HeldCredentials = { upstream, headers: live === undefined ? () => atSpawn : () => ({ ...credentialHeaders(live()), ...custom }) }
   const cert = nonEmpty(env.CLAUDE_CODE_CLIENT_CERT)
   const certKey = nonEmpty(env.CLAUDE_CODE_CLIENT_KEY)
   if (cert !== undefined && certKey !== undefined) {
@@ -81,6 +86,23 @@ function credentialHeaders (credential: ApiCredential): Record<string, string> {
   const token = nonEmpty(credential.authToken)
   if (key !== undefined) headers['x-api-key'] = key
   if (token !== undefined) headers.authorization = `Bearer ${token}`
+  return headers
+}
+
+/**
+ * ANTHROPIC_CUSTOM_HEADERS read as the CLI reads it (2.1.332): one `Name: value`
+ * a line, split at the first colon, trimmed; lines without a name are skipped.
+ * Names are lower-cased (so they replace what the CLI sent); a name or value
+ * that is not valid in HTTP is left out (it would fail every API request).
+ */
+function customHeaders (text: string): Record<string, string> {
+  const headers: Record<string, string> = {}
+  for (const line of text.split(/\r?\n/)) {
+    const at = line.indexOf(':')
+    const name = at === -1 ? '' : line.slice(0, at).trim().toLowerCase()
+    const value = line.slice(at + 1).trim()
+    if (/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(name) && !/[^\t\x20-\x7e\x80-\xff]/.test(value)) headers[name] = value
+  }
   return headers
 }
 

@@ -5,13 +5,15 @@
  * spec with the folders the sandbox may show (`spec.sandbox`); a spec without
  * them is refused, never run unsandboxed. With SANDBOX_CREDENTIALS=proxy the
  * API credential stays with that proxy (api-credentials.ts), which reads the
- * spec's live credential at each request.
+ * spec's live credential at each request. A tenant's proxies share one
+ * count of the connections they hold (connection-slots.ts).
  */
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { CliLauncher } from '../cli/cli-handle.js'
 import type { MetricsSink } from '../metrics/sink.js'
+import { ConnectionSlots } from '../net/connection-slots.js'
 import { holdCredentials } from './api-credentials.js'
 import { buildBwrapSpec } from './bwrap-spec.js'
 import { type PinnedUserExtensions, pinUserExtensions } from './user-extensions.js'
@@ -47,6 +49,11 @@ export interface SandboxedLauncherOptions {
    * every later start. True unless CLIENT_MCP_SERVER_TYPES lists `stdio`.
    */
   strictMcpConfig: boolean
+  /**
+   * Connections a tenant's sandboxes may hold at once through their proxies,
+   * both sides counted (a tunnel is two): default EGRESS_CONNECTIONS_PER_TENANT.
+   */
+  egressConnectionsPerTenant?: number
   logger: Logger
   /** Counts what the proxies refuse. */
   metrics?: MetricsSink | undefined
@@ -55,9 +62,13 @@ export interface SandboxedLauncherOptions {
 /** Port the in-sandbox forwarder listens on; another is picked when an allowed destination is on that loopback port. */
 const PROXY_PORT = 3128
 
+/** Room for a CLI's API streams, its tools' fetches and many sessions, far below the gateway's file descriptors. */
+export const EGRESS_CONNECTIONS_PER_TENANT = 256
+
 export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLauncherOptions): CliLauncher {
   let port = PROXY_PORT
   while (options.egress.some((d) => d.port === port && /^(127\.|localhost$|::1$)/.test(d.host))) port++
+  const slots = new ConnectionSlots(options.egressConnectionsPerTenant ?? EGRESS_CONNECTIONS_PER_TENANT)
 
   return (spec, callbacks) => {
     const mounts = spec.sandbox
@@ -84,7 +95,8 @@ export function sandboxedLauncher (inner: CliLauncher, options: SandboxedLaunche
       logger: options.logger,
       sessionId: spec.sessionId,
       api: held === null ? undefined : { held, port, paths: options.apiPaths },
-      onRefused: options.metrics === undefined ? undefined : (kind) => { options.metrics?.sandboxRefused(kind) }
+      onRefused: options.metrics === undefined ? undefined : (kind) => { options.metrics?.sandboxRefused(kind) },
+      slots: () => slots.take(spec.tenant ?? `session:${spec.sessionId}`)
     })
     const sandboxed = buildBwrapSpec({
       bwrap: options.bwrap,
