@@ -10,7 +10,9 @@
  * answering from memory. When the store answers again after a lost
  * connection, every loaded session's record is written again (the store
  * may have lost it). Finding the sessions a gone node left running is in
- * lost-sessions.ts; how sessions hold their leases, in lease-ownership.ts.
+ * lost-sessions.ts; how sessions hold their leases, in lease-ownership.ts;
+ * what the session limits count, in session-admission.ts; storing a new
+ * session and starting its CLI, in session-creation.ts.
  */
 import { randomUUID } from 'node:crypto'
 import { rmdirSync } from 'node:fs'
@@ -29,9 +31,11 @@ import { sessionViews } from './session-listing.js'
 import type { SessionEvents } from './session-events.js'
 import { LostSessions } from './lost-sessions.js'
 import { leaseOwnership } from './lease-ownership.js'
+import { type ClusterTenants, SessionAdmission } from './session-admission.js'
+import { createReserved } from './session-creation.js'
+import { pendingPrompts } from './pending-prompts.js'
+import { storeCall } from './store-call.js'
 
-/** Session records `GET /v1/permissions` reads at most, per call. */
-const PROMPT_SCAN_MAX = 1000
 /** How long a listing waits for another node to describe a session it runs (then: as stored). */
 const LIST_OWNER_TIMEOUT_MS = 2000
 
@@ -67,23 +71,12 @@ export interface SessionManagerOptions extends CliPlanOptions {
   route?: SessionRoute
 }
 
-/** What the other gateway nodes run per tenant, as they report it to the shared store. */
-export interface ClusterTenants {
-  /** CLIs the tenant runs on other live nodes, as last read. */
-  tenantElsewhere: (tenant: string) => number
-  /** Reads the other nodes' counts again (before a create). */
-  refresh: () => Promise<void>
-  /** This node's counts changed: tell the others (resolves once they can read it). */
-  changed: () => Promise<void>
-}
-
 export class SessionManager {
   readonly #o: SessionManagerOptions
   readonly #sessions = new Map<string, Session>()
   readonly #loading = new Map<string, Promise<Session | null>>()
-  readonly #running = new Set<Session>()
-  /** Creates past admission whose CLI is not running yet: id → tenant. The limits count them. */
-  readonly #reserved = new Map<string, string>()
+  /** The CLIs running and the creates reserved, against MAX_SESSIONS and MAX_SESSIONS_PER_TENANT. */
+  readonly #admission: SessionAdmission
   #closing = false
   /** Given to every session; routes count what only they see (client frames) on it too. */
   readonly metrics: MetricsSink
@@ -96,6 +89,7 @@ export class SessionManager {
   constructor (options: SessionManagerOptions) {
     this.#o = options
     this.metrics = options.metrics ?? noopMetrics
+    this.#admission = new SessionAdmission(options)
     this.#plan = new CliPlan(options)
     this.#ownership = leaseOwnership(options.keeper, options.store.leases, options.isDeadNode)
     this.#lost = new LostSessions({
@@ -117,14 +111,11 @@ export class SessionManager {
 
   /** How full this node is: CLIs running and creates reserved, against MAX_SESSIONS, and per tenant. */
   get load (): { running: number, max: number, tenants: Record<string, number> } {
-    const tenants: Record<string, number> = {}
-    for (const s of this.#running) tenants[s.tenant] = (tenants[s.tenant] ?? 0) + 1
-    for (const tenant of this.#reserved.values()) tenants[tenant] = (tenants[tenant] ?? 0) + 1
-    return { running: this.#running.size + this.#reserved.size, max: this.#o.maxSessions, tenants }
+    return this.#admission.load
   }
 
   /** Sessions whose CLI is running (what MAX_SESSIONS limits). */
-  get runningCount (): number { return this.#running.size }
+  get runningCount (): number { return this.#admission.runningCount }
   get loaded (): Iterable<Session> { return this.#sessions.values() }
   get degraded (): boolean {
     for (const s of this.#sessions.values()) if (s.degraded) return true
@@ -138,16 +129,23 @@ export class SessionManager {
     // The tenant's sessions on other nodes as they are now, not as of the last report.
     await this.#o.tenants?.refresh()
     if (this.#closing) throw new GatewayError('shutting_down')
-    const refused = this.#admit(tenant)
+    const refused = this.#admission.admit(tenant)
     if (refused !== null) throw refused
     const id = randomUUID()
     const place = this.#plan.workspace(tenant, id, options.cwd) // validates cwd before anything is stored
     // The slot is held from here, across the store write: concurrent creates see it and
     // are refused above, before they store a record they could not start.
-    this.#reserved.set(id, tenant)
-    void this.#o.tenants?.changed()
+    this.#admission.reserve(id, tenant)
     try {
-      const session = await this.#createReserved(id, tenant, options)
+      const session = await createReserved(id, tenant, options, {
+        store: this.#o.store,
+        keeper: this.#o.keeper,
+        logger: this.#o.logger,
+        admission: this.#admission,
+        loaded: (sid) => this.#sessions.get(sid),
+        instantiate: (record, lease) => this.#instantiate(record, lease),
+        unload: (sid) => { this.#sessions.delete(sid) }
+      })
       // Counted on every node before the client hears of it: a create it makes next, anywhere, sees this one.
       await this.#o.tenants?.changed()
       return session
@@ -158,71 +156,8 @@ export class SessionManager {
       }
       throw err
     } finally {
-      if (this.#reserved.delete(id)) void this.#o.tenants?.changed()
+      this.#admission.unreserve(id)
     }
-  }
-
-  async #createReserved (id: string, tenant: string, options: SessionOptions): Promise<Session> {
-    const now = new Date().toISOString()
-    const record: SessionRecord = {
-      id,
-      tenant,
-      status: 'starting',
-      created_at: now,
-      updated_at: now,
-      options: { ...options, metadata: undefined },
-      metadata: options.metadata ?? null,
-      last_seq: 0,
-      resumable: false,
-      exit: null
-    }
-    delete record.options.metadata
-    // The lease first: the record is the new owner's first fenced write.
-    const lease = await this.#stored('take a new session lease', () => this.#o.keeper.acquire(id, () => this.#sessions.get(id)?.fence()))
-    if (lease === null) throw new GatewayError('internal', 'a new session id is leased already')
-    // Before anything is instantiated: a failed write leaves no session behind, only the 503.
-    try {
-      await this.#stored('save a new session record', () => this.#o.store.putSession(record, lease))
-    } catch (err) {
-      this.#o.keeper.forget(lease)
-      void this.#o.keeper.release(lease).catch(() => {})
-      throw err
-    }
-    const session = this.#instantiate(record, lease)
-    // Never throws: a spawn that fails (E2BIG, ENOENT) comes back as an error, the session already `exited`.
-    // Answered once the CLI runs (with its pid), also when the spawn helper starts it.
-    const failed = session.start() ?? await session.started()
-    // Counted as running from here (or not at all): the reservation is done.
-    this.#reserved.delete(id)
-    void this.#o.tenants?.changed()
-    if (failed !== null) {
-      await this.#recordFailedCreate(record, failed, lease)
-      throw failed
-    }
-    return session
-  }
-
-  /**
-   * A create whose record is stored but whose CLI never started: the record
-   * says so (exited, `spawn_failed`) instead of staying "starting", and the
-   * next lookup loads that record.
-   */
-  async #recordFailedCreate (record: SessionRecord, failed: GatewayError, lease: Lease): Promise<void> {
-    this.#sessions.delete(record.id)
-    const at = new Date().toISOString()
-    const final: SessionRecord = {
-      ...structuredClone(record),
-      status: 'exited',
-      updated_at: at,
-      exit: { code: null, signal: null, stderr_tail: [], reason: 'spawn_failed', at, error: failed.message }
-    }
-    try {
-      await this.#o.store.putSession(final, lease)
-    } catch (err) {
-      this.#o.logger.error({ err, session: record.id }, 'could not record a failed create; its record says "starting" until its lease lapses and it is marked lost')
-    }
-    this.#o.keeper.forget(lease)
-    await this.#o.keeper.release(lease).catch(() => {})
   }
 
   /** The session if it exists and belongs to `tenant`; otherwise null (callers answer 404). */
@@ -257,32 +192,14 @@ export class SessionManager {
 
   /**
    * Every pending CLI control request of the tenant's live sessions, asked of
-   * the node running each CLI; oldest first. Reads at most PROMPT_SCAN_MAX
-   * session records. A session whose node does not answer is left out and
-   * counted in `unreachable`.
+   * the node running each CLI; oldest first (pending-prompts.ts). A session
+   * whose node does not answer is left out and counted in `unreachable`.
    */
   async pendingPrompts (tenant: string): Promise<{ prompts: Array<{ sessionId: string, request: PendingRequest }>, unreachable: number }> {
-    const live: string[] = []
-    let cursor: string | undefined
-    for (let read = 0; read < PROMPT_SCAN_MAX;) {
-      const page = await this.list(tenant, 100, cursor)
-      read += page.sessions.length
-      for (const r of page.sessions) if (!isFinal(r.status)) live.push(r.id)
-      if (page.next_cursor === null || page.sessions.length === 0) break
-      cursor = page.next_cursor
-    }
-    let unreachable = 0
-    const found = await Promise.all(live.map(async (id) => {
-      try {
-        const session = await this.get(id, tenant)
-        return session === null ? [] : (await session.pendingAnywhere()).map((request) => ({ sessionId: id, request }))
-      } catch (err) {
-        if (!(err instanceof GatewayError)) throw err
-        unreachable++
-        return []
-      }
-    }))
-    return { prompts: found.flat().sort((a, b) => a.request.createdAt - b.request.createdAt), unreachable }
+    return await pendingPrompts(tenant, {
+      list: async (of, limit, cursor) => await this.list(of, limit, cursor),
+      get: async (id, of) => await this.get(id, of)
+    })
   }
 
   /**
@@ -347,13 +264,7 @@ export class SessionManager {
 
   /** A store call whose failure is answered 503 `store_unavailable` (logged here, without a stack). */
   async #stored<T> (what: string, call: () => Promise<T>): Promise<T> {
-    try {
-      return await call()
-    } catch (err) {
-      if (err instanceof GatewayError) throw err
-      this.#o.logger.warn({ error: err instanceof Error ? err.message : String(err) }, `event store unavailable: could not ${what}`)
-      throw new GatewayError('store_unavailable')
-    }
+    return await storeCall(this.#o.logger, what, call)
   }
 
   /** The store answers again after a lost connection and may have lost every record (Redis without persistence). */
@@ -377,13 +288,8 @@ export class SessionManager {
       launch: this.#o.launch,
       logger: this.#o.logger,
       limits: this.#o.limits,
-      admit: () => this.#closing ? new GatewayError('shutting_down') : this.#admit(record.tenant, record.id),
-      onStatus: (s) => {
-        const had = this.#running.has(s)
-        // Counted as running now (from the start, also while the spawn helper starts it): a create's reservation is done.
-        if (s.running) { this.#running.add(s); this.#reserved.delete(s.id) } else this.#running.delete(s)
-        if (had !== s.running) void this.#o.tenants?.changed()
-      },
+      admit: () => this.#closing ? new GatewayError('shutting_down') : this.#admission.admit(record.tenant, record.id),
+      onStatus: (s) => { this.#admission.statusChanged(s) },
       spawnSpec: (resume) => this.#plan.spawnSpec(record, options, resume),
       policy: this.#o.policy,
       policyScope: () => this.#plan.policyScope(record, options),
@@ -393,31 +299,11 @@ export class SessionManager {
       ...(this.#o.route === undefined ? {} : { route: this.#o.route }),
       ...(this.#o.carryConversations === true ? { conversation: this.#plan.conversationCarry(record) } : {}),
       onFenced: (s) => {
-        if (this.#running.delete(s)) void this.#o.tenants?.changed()
+        this.#admission.fenced(s)
         if (this.#sessions.get(s.id) === s) this.#sessions.delete(s.id)
       }
     }, lease)
     this.#sessions.set(record.id, session)
     return session
-  }
-
-  /** Refuses a start past MAX_SESSIONS / MAX_SESSIONS_PER_TENANT, counting reserved creates but `self`'s own. */
-  #admit (tenant: string, self?: string): GatewayError | null {
-    let reserved = 0
-    let mine = 0
-    for (const [id, owner] of this.#reserved) {
-      if (id === self) continue
-      reserved++
-      if (owner === tenant) mine++
-    }
-    if (this.#running.size + reserved >= this.#o.maxSessions) {
-      return new GatewayError('too_many_sessions', `The gateway runs MAX_SESSIONS (${this.#o.maxSessions}) sessions already`)
-    }
-    for (const s of this.#running) if (s.tenant === tenant) mine++
-    // And what the tenant runs on the other nodes, as they last reported it.
-    mine += this.#o.tenants?.tenantElsewhere(tenant) ?? 0
-    return mine >= this.#o.maxSessionsPerTenant
-      ? new GatewayError('tenant_session_limit', `This tenant runs MAX_SESSIONS_PER_TENANT (${this.#o.maxSessionsPerTenant}) sessions already`)
-      : null
   }
 }
