@@ -7,7 +7,7 @@ import { z } from 'zod'
 import { DEFAULT_API_PATHS, apiPathProblem } from '../sandbox/api-paths.js'
 import { parseDestinations } from '../sandbox/destinations.js'
 import { defaulted, documented, optional } from './setting-docs.js'
-import { commaList, flag } from './setting-rules.js'
+import { commaList, flag, int } from './setting-rules.js'
 
 /** Environment variable → rule, default and meaning. */
 export const sandboxSettings = {
@@ -32,6 +32,8 @@ export const sandboxSettings = {
     for (const problem of items.map(apiPathProblem)) if (problem !== null) ctx.addIssue({ code: 'custom', message: problem })
   }), DEFAULT_API_PATHS.join(','),
   'API paths a sandboxed CLI may call with the credential its proxy holds (`*`: one segment); others get 403, so one tenant\'s tools cannot reach the key\'s Files or Batches (HEAD passes on any path)'),
+  SANDBOX_EGRESS_CONNECTIONS_PER_TENANT: defaulted(int(1), 256,
+    'connections a tenant\'s sandboxes may hold through their egress proxies at once, all its sessions together (each tunnel or request counts in and out); past it the proxy answers 503, so no tenant holds the descriptors the others need'),
   CLAUDE_LAUNCHER: optional(z.string().min(1), '(none)',
     'command wrapping each CLI instead of `SANDBOX`: `<launcher> <workspace> <config dir> -- <cli> <args…>`; it is then responsible for isolation')
 }

@@ -40,7 +40,7 @@ function inOrder<S extends Record<string, z.ZodType>, const O extends ReadonlyAr
 export const envSchema = z.object(inOrder(allSettings, [
   'PORT', 'HOST', 'METRICS_PORT', 'METRICS_TOKEN', 'LOG_LEVEL', 'DATA_DIR', 'CLAUDE_BIN', 'CLAUDE_ARGS_EXTRA', 'WORKSPACE_ROOT', 'REDIS_URL',
   'REDIS_PREFIX', 'REDIS_CLUSTER', 'NODE_ID', 'SESSION_LEASE_MS', 'GATEWAY_TOKENS', 'STORE_SECRET', 'STORE_ACCEPT_UNSIGNED', 'SANDBOX',
-  'ALLOW_UNSANDBOXED', 'SANDBOX_EGRESS', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'TENANT_API_KEYS', 'SANDBOX_CREDENTIALS', 'SANDBOX_API_PATHS',
+  'ALLOW_UNSANDBOXED', 'SANDBOX_EGRESS', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'TENANT_API_KEYS', 'SANDBOX_CREDENTIALS', 'SANDBOX_API_PATHS', 'SANDBOX_EGRESS_CONNECTIONS_PER_TENANT',
   'CLI_MEMORY_MAX_MB', 'CLI_PIDS_MAX', 'CLI_CPUS', 'TENANT_MEMORY_MAX_MB', 'TENANT_PIDS_MAX', 'TENANT_CPUS', 'CLI_CGROUP', 'CLI_ENV_ALLOW',
   'CLIENT_CONTROL_ALLOW', 'CLIENT_MCP_SERVER_TYPES', 'PERMISSION_UPDATE_DESTINATIONS', 'PERMISSION_BROAD_RULE_TOOLS', 'KEEPALIVE_INTERVAL_MS',
   'IDLE_TIMEOUT_MS', 'MAX_SESSIONS', 'SHUTDOWN_GRACE_MS', 'CLI_SPAWN', 'CLI_STOP_TIMEOUT_MS', 'MAX_LINE_BYTES', 'WS_MAX_PAYLOAD_BYTES',
@@ -142,6 +142,7 @@ export const configSchema = envSchema.transform((e, ctx) => {
     sandboxCredentials: e.SANDBOX_CREDENTIALS,
     /** API paths a sandboxed CLI may call with the held credential. */
     sandboxApiPaths: e.SANDBOX_API_PATHS,
+    sandboxEgressConnectionsPerTenant: e.SANDBOX_EGRESS_CONNECTIONS_PER_TENANT,
     /** The CLI's API credential as set on the gateway (or read from its `_FILE`); it goes into the CLI's environment source. */
     anthropicCredentials: {
       ...(e.ANTHROPIC_API_KEY === undefined ? {} : { ANTHROPIC_API_KEY: e.ANTHROPIC_API_KEY }),

@@ -38,7 +38,7 @@ const WEBHOOK_OUTCOMES = ['delivered', 'rejected', 'exhausted', 'dropped', 'aban
 /** What the metrics read of the webhook queue: its running totals and what it holds now. */
 export type WebhookCounts = Record<typeof WEBHOOK_OUTCOMES[number] | 'waiting' | 'inFlight', number> & { recovered?: number }
 const LIMIT_KINDS: readonly RateLimitKind[] = ['rest', 'ws_upgrade', 'ws_frames', 'auth_lockout']
-const REFUSAL_KINDS: readonly SandboxRefusal[] = ['egress', 'api_path']
+const REFUSAL_KINDS: readonly SandboxRefusal[] = ['egress', 'api_path', 'connections']
 
 /** Store appends: a local Redis answers in well under a millisecond, an outage takes its command timeout. */
 const APPEND_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
@@ -210,7 +210,7 @@ export class Metrics implements MetricsSink {
     this.#rateLimited = new Counter({ name: 'cgw_rate_limited_total', help: 'Requests, upgrades and frames refused by a rate limit, by kind', labelNames: ['kind'], registers })
     this.#sandboxRefused = new Counter({
       name: 'cgw_sandbox_refusals_total',
-      help: 'Requests of sandboxed CLIs and their tools their egress proxy refused: a destination not in SANDBOX_EGRESS (egress), an API path not in SANDBOX_API_PATHS (api_path)',
+      help: 'Requests of sandboxed CLIs and their tools their egress proxy refused: a destination not in SANDBOX_EGRESS (egress), an API path not in SANDBOX_API_PATHS (api_path), a connection past the tenant\'s SANDBOX_EGRESS_CONNECTIONS_PER_TENANT (connections)',
       labelNames: ['kind'],
       registers
     })

@@ -26,7 +26,7 @@ export type AuthFailureReason = 'missing' | 'invalid'
  * What a sandbox's egress proxy refused: a destination not in SANDBOX_EGRESS,
  * or an API path not in SANDBOX_API_PATHS (with the credential it holds).
  */
-export type SandboxRefusal = 'egress' | 'api_path'
+export type SandboxRefusal = 'egress' | 'api_path' | 'connections'
 
 /** The frame limiter's verdict on a client frame (src/ws/frame-rate-limiter.ts). */
 export type FrameVerdict = 'ok' | 'dropped' | 'flood'

@@ -130,7 +130,10 @@ export class EgressProxy {
   /** A slot of the tenant's, or null (logged) when it holds its share. */
   #take (): (() => void) | null {
     const release = this.#slots()
-    if (release === null) this.#log.warn('sandbox egress refused: the tenant holds its share of relay connections')
+    if (release === null) {
+      this.#log.warn('sandbox egress refused: the tenant holds its share of relay connections')
+      this.#onRefused('connections')
+    }
     return release
   }
 

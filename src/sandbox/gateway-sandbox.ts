@@ -74,6 +74,7 @@ export function gatewaySandbox (config: Config, options: GatewaySandboxOptions):
       socketDir,
       credentials: config.sandboxCredentials,
       apiPaths: config.sandboxApiPaths,
+      egressConnectionsPerTenant: config.sandboxEgressConnectionsPerTenant,
       pinUserSettings: !config.permissionUpdateDestinations.includes('userSettings'),
       strictMcpConfig: !config.clientMcpServerTypes.includes('stdio'),
       logger,

@@ -19,6 +19,7 @@ import { after, before, describe, it } from 'node:test'
 import pino from 'pino'
 import type { CliExit, CliSpawnSpec } from '../../src/cli/cli-handle.js'
 import { EGRESS_SOCKET_INSIDE } from '../../src/sandbox/bwrap-spec.js'
+import { noopMetrics, type SandboxRefusal } from '../../src/metrics/sink.js'
 import { sandboxedLauncher } from '../../src/sandbox/sandboxed-launcher.js'
 import { eventually } from '../support/gateway.js'
 
@@ -45,6 +46,8 @@ describe('sandbox egress: connections per tenant', () => {
   /** Upstream requests received in all. */
   let seen = 0
   const lines: string[] = []
+  /** What the proxies told /metrics they refused, by kind. */
+  const refused: SandboxRefusal[] = []
   const refusals = (): number => lines.filter((l) => l.includes('relay connections')).length
   /** Ends the answers the upstream is holding. */
   const held: http.ServerResponse[] = []
@@ -104,6 +107,7 @@ describe('sandbox egress: connections per tenant', () => {
       pinUserSettings: false,
       strictMcpConfig: false,
       egressConnectionsPerTenant: LIMIT,
+      metrics: { ...noopMetrics, sandboxRefused: (kind) => { refused.push(kind) } },
       logger: pino({ level: 'warn' }, new Writable({ write (chunk, _enc, cb) { lines.push(String(chunk)); cb() } }))
     })
   })
@@ -136,6 +140,8 @@ describe('sandbox egress: connections per tenant', () => {
     const extra = await connectTo(a2)
     extra.write(`GET http://127.0.0.1:${port}/more HTTP/1.1\r\nHost: x\r\n\r\n`)
     assert.match(await readUntil(extra, /\r\n\r\n|$^/), /^HTTP\/1\.1 503 /, 'a connection past the tenant\'s share is refused')
+    assert.ok(refused.includes('connections'), `counted in /metrics as connections: ${refused.join(' ')}`)
+    assert.ok(!refused.includes('egress'), 'not as a destination refused')
 
     const other = await connectTo(b1)
     other.write(`GET http://127.0.0.1:${port}/b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)

@@ -190,12 +190,12 @@ describe('SANDBOX default (bwrap), gateway in its own process', { skip: unavaila
       return Object.fromEntries([...text.matchAll(/^cgw_sandbox_refusals_total\{kind="(\w+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]))
     }
     const before = await refusals()
-    assert.deepEqual(Object.keys(before).sort(), ['api_path', 'egress'])
+    assert.deepEqual(Object.keys(before).sort(), ['api_path', 'connections', 'egress'])
     const out = await run(holder, `curl -sS -m 5 -o /dev/null -w '%{http_code} ' http://${REDIS}/; ` +
       'curl -sS -m 5 -o /dev/null -w "%{http_code} " -X POST "$ANTHROPIC_BASE_URL/v1/messages/batches"; ' +
       'curl -sS -m 5 -o /dev/null -w "%{http_code}" "$ANTHROPIC_BASE_URL/v1/models"; echo')
     assert.equal(out, '403 403 200\n[exit 0]')
-    assert.deepEqual(await refusals(), { egress: (before.egress ?? 0) + 1, api_path: (before.api_path ?? 0) + 1 })
+    assert.deepEqual(await refusals(), { egress: (before.egress ?? 0) + 1, api_path: (before.api_path ?? 0) + 1, connections: before.connections ?? 0 })
   })
 
   // Last: it rotates the keys every case above relies on.

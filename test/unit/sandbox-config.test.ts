@@ -54,6 +54,12 @@ describe('SANDBOX settings', () => {
     }
   })
 
+  it('takes SANDBOX_EGRESS_CONNECTIONS_PER_TENANT: 256 by default, a positive whole number', () => {
+    assert.equal(loadConfig({}).sandboxEgressConnectionsPerTenant, 256)
+    assert.equal(loadConfig({ SANDBOX_EGRESS_CONNECTIONS_PER_TENANT: '32' }).sandboxEgressConnectionsPerTenant, 32)
+    for (const bad of ['0', '-1', '1.5', 'many']) assert.match(refused({ SANDBOX_EGRESS_CONNECTIONS_PER_TENANT: bad }), /SANDBOX_EGRESS_CONNECTIONS_PER_TENANT/, bad)
+  })
+
   it('validates SANDBOX, SANDBOX_EGRESS and SANDBOX_CREDENTIALS', () => {
     assert.match(refused({ SANDBOX: 'docker' }), /SANDBOX/)
     assert.match(refused({ SANDBOX_CREDENTIALS: 'vault' }), /SANDBOX_CREDENTIALS/)
