@@ -10,8 +10,9 @@ import { listQuery, sessionOptions } from '../protocol/session-options.js'
 import type { Session } from '../session/session.js'
 import type { SessionManager } from '../session/session-manager.js'
 import type { Placement } from '../cluster/placement.js'
+import { incomingCursor, outgoingCursor } from './list-cursor.js'
 import { authErrors, errorResponses, sessionBody, sessionPage, sessionParams } from './schemas.js'
-import { isSessionId, jsonBody } from './validate.js'
+import { emptyJsonIsNoBody, isSessionId, jsonBody } from './validate.js'
 
 export interface SessionRoutesOptions {
   manager: SessionManager
@@ -32,6 +33,7 @@ export async function findSession (manager: SessionManager, request: FastifyRequ
 
 export async function sessionRoutes (fastify: FastifyInstance, { manager, placement }: SessionRoutesOptions): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>()
+  emptyJsonIsNoBody(app)
 
   app.post('/v1/sessions', {
     schema: {
@@ -66,8 +68,8 @@ export async function sessionRoutes (fastify: FastifyInstance, { manager, placem
       response: { 200: sessionPage.describe('A page of sessions; pass next_cursor back as cursor'), ...errorResponses(...authErrors, 'bad_request', 'store_unavailable') }
     }
   }, async (request) => {
-    const page = await manager.listViews(request.tenant, request.query.limit, request.query.cursor)
-    return { sessions: page.sessions as Array<z.output<typeof sessionBody>>, next_cursor: page.next_cursor }
+    const page = await manager.listViews(request.tenant, request.query.limit, incomingCursor(request.tenant, request.query.cursor))
+    return { sessions: page.sessions as Array<z.output<typeof sessionBody>>, next_cursor: outgoingCursor(request.tenant, page.next_cursor) }
   })
 
   app.get('/v1/sessions/:id', {
