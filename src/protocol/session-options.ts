@@ -73,8 +73,17 @@ export const sessionOptions = z.strictObject({
 
 export type SessionOptions = z.infer<typeof sessionOptions>
 
+/**
+ * A whole number in a query (or Last-Event-ID): decimal digits only.
+ * z.coerce goes through Number(), which reads `0x10` as 16, `1e1` as 10 and
+ * an empty value as 0 (`?after=` replayed a whole history).
+ */
+export function queryInt (min: number, max: number = Number.MAX_SAFE_INTEGER): z.ZodPipe<z.ZodPipe<z.ZodString, z.ZodTransform<number, string>>, z.ZodNumber> {
+  return z.string().regex(/^[0-9]{1,16}$/, 'expected a whole number in decimal digits').transform(Number).pipe(z.number().int().min(min).max(max))
+}
+
 export const listQuery = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
+  limit: queryInt(1, 100).default(20),
   cursor: z.string().max(500).optional()
 })
 
@@ -89,11 +98,11 @@ export const wsQuery = z.strictObject({
    * it holds only if nobody does, else waits as the next candidate.
    */
   rejoin: z.enum(['true', 'false']).optional(),
-  after: z.coerce.number().int().min(0).optional(),
+  after: queryInt(0).optional(),
   ticket: z.string().max(WS_TICKET_MAX_CHARS).optional()
 })
 
 export const eventsQuery = z.strictObject({
-  after: z.coerce.number().int().min(0).default(0),
-  limit: z.coerce.number().int().min(1).max(1000).default(100)
+  after: queryInt(0).default(0),
+  limit: queryInt(1, 1000).default(100)
 })

@@ -19,7 +19,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { ZodTypeProvider } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import { GatewayError } from '../errors.js'
-import { eventsQuery } from '../protocol/session-options.js'
+import { eventsQuery, queryInt } from '../protocol/session-options.js'
 import type { Listed, LiveCredentials } from '../auth/live-credentials.js'
 import type { TenantConnections } from '../net/tenant-connections.js'
 import { END_GRACE_MS, SHUTDOWN_END_GRACE_MS, SendQueue } from '../net/send-queue.js'
@@ -46,10 +46,10 @@ export interface EventRoutesOptions {
 }
 
 const streamQuery = z.strictObject({
-  after: z.coerce.number().int().min(0).optional()
+  after: queryInt(0).optional()
 })
 
-const lastEventId = z.coerce.number().int().min(0)
+const lastEventId = queryInt(0)
 
 const SLOW_CONSUMER = 'slow consumer: reconnect with Last-Event-ID'
 
