@@ -7,6 +7,8 @@ import type { FastifyInstance } from 'fastify'
 import type { ZodTypeProvider } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import { GatewayError } from '../errors.js'
+import { permissionAnswer } from '../protocol/client-frames.js'
+import { firstIssue } from '../protocol/first-issue.js'
 import type { SessionManager } from '../session/session-manager.js'
 import { summariseInput } from '../control/input-summary.js'
 import { answerResult, attentionList, authErrors, errorResponses, pendingList, requestParams, sessionParams } from './schemas.js'
@@ -74,7 +76,7 @@ export async function permissionRoutes (fastify: FastifyInstance, { manager }: P
       body: answerBody,
       response: {
         200: answerResult.describe('The answer went to the CLI'),
-        ...errorResponses(...authErrors, 'bad_request', 'payload_too_large', 'unsupported_media_type', 'invalid_frame', 'broad_rule_not_allowed', 'bypass_not_allowed', 'permission_update_not_allowed', 'session_not_found', 'unknown_request', 'already_resolved', 'session_not_running', 'store_unavailable', 'node_unavailable')
+        ...errorResponses(...authErrors, 'bad_request', 'payload_too_large', 'unsupported_media_type', 'broad_rule_not_allowed', 'bypass_not_allowed', 'permission_update_not_allowed', 'session_not_found', 'unknown_request', 'already_resolved', 'session_not_running', 'store_unavailable', 'node_unavailable')
       }
     },
     preValidation: jsonBody
@@ -82,11 +84,20 @@ export async function permissionRoutes (fastify: FastifyInstance, { manager }: P
     const session = await findSession(manager, request)
     const { request_id: requestId } = request.params
     const body = request.body
+    if ('behavior' in body) {
+      // The fields the answer's behavior names, typed as a holder's answer is (the union above checks only the behavior).
+      const typed = permissionAnswer.safeParse(body)
+      if (!typed.success) {
+        const { path, message } = firstIssue(typed.error)
+        throw new GatewayError('bad_request', `${path === '' ? '' : `${path}: `}${message}`)
+      }
+    }
     const input = 'behavior' in body
       ? { subtype: 'success' as const, response: body as Record<string, unknown> }
       : body
     const result = await session.answerAnywhere(requestId, input, `http:${request.tenant}`)
-    if (!result.ok) throw new GatewayError(result.code, result.message)
+    // An answer the prompt cannot take is an invalid body here: `invalid_frame` is the WebSocket's word for it.
+    if (!result.ok) throw new GatewayError(result.code === 'invalid_frame' ? 'bad_request' : result.code, result.message)
     return { request_id: requestId, decision: result.decision }
   })
 }
