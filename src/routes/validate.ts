@@ -3,7 +3,7 @@
  * a failure is a 400 `bad_request` naming the first offending field, the
  * same answer whichever part of the request (params, body, query) failed.
  */
-import type { FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod'
 import { GatewayError } from '../errors.js'
 import { MAX_JSON_DEPTH, tooDeep } from '../protocol/client-frames.js'
@@ -16,6 +16,21 @@ import { MAX_JSON_DEPTH, tooDeep } from '../protocol/client-frames.js'
 export async function jsonBody (request: FastifyRequest): Promise<void> {
   request.body ??= {}
   if (tooDeep(request.body)) throw new GatewayError('bad_request', `nested more than ${MAX_JSON_DEPTH} levels deep`)
+}
+
+/**
+ * In the calling plugin's scope: an empty `application/json` body is no body
+ * (what many clients send for a POST without data), where Fastify's parser
+ * answers 400. Any other body goes to that parser (prototype keys refused).
+ */
+export function emptyJsonIsNoBody (app: FastifyInstance): void {
+  const json = app.getDefaultJsonParser('error', 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8')
+    if (text === '') done(null, {})
+    else json(request, text, done)
+  })
 }
 
 /**

@@ -32,6 +32,7 @@ import { WsClient } from '../ws/ws-client.js'
 import { authErrors, errorResponses, sessionParams, wsTicketBody } from './schemas.js'
 import { credentialFrame, presentCredential } from './ws-credential.js'
 import { findSession, sessionErrors } from './sessions.js'
+import { emptyJsonIsNoBody } from './validate.js'
 
 /** Frames held before a client's hello; later ones are answered `rate_limited` once it is out. */
 const EARLY_FRAMES_MAX = 256
@@ -61,6 +62,7 @@ declare module 'fastify' {
 export async function wsRoutes (fastify: FastifyInstance, options: WsRoutesOptions): Promise<void> {
   const { manager, heartbeat } = options
   const app = fastify.withTypeProvider<ZodTypeProvider>()
+  emptyJsonIsNoBody(app)
 
   app.post('/v1/sessions/:id/ws-ticket', {
     schema: {
