@@ -27,7 +27,7 @@ import { ADDRESS_NOT_ALLOWED, guardedLookup } from '../net/guarded-lookup.js'
 import type { HeldCredentials } from './api-credentials.js'
 import { allowedApiPath } from './api-paths.js'
 import { type Destination, destinationText, parseDestination } from './destinations.js'
-import { type RelayTarget, relayHttp } from './http-relay.js'
+import { type RelayTarget, relayHttp, whenAnswerDone } from './http-relay.js'
 
 export interface EgressProxyOptions {
   socketPath: string
@@ -208,7 +208,9 @@ export class EgressProxy {
     const port = url === null ? 0 : url.port === '' ? 80 : Number(url.port)
     const d = url?.protocol === 'http:' ? parseDestination(`${url.hostname}:${port}`) : null
     if (!this.#allowed(d, target) || url === null) {
-      res.writeHead(403, { 'content-type': 'text/plain', 'content-length': REFUSED.length, connection: 'close' }).end(REFUSED)
+      // The connection stays: the answers of requests pipelined after this one still come, in order.
+      res.writeHead(403, { 'content-type': 'text/plain', 'content-length': REFUSED.length }).end(REFUSED)
+      req.resume()
       return
     }
     url.username = ''
@@ -225,7 +227,7 @@ export class EgressProxy {
       req.resume()
       return
     }
-    res.once('close', release)
+    whenAnswerDone(req, res, release)
     relayHttp(req, res, target, this.#log)
   }
 

@@ -4,12 +4,16 @@
  * gateway holds (api-credentials.ts). Bodies stream both ways (the API
  * answers in server-sent events); the upstream request is dropped when the
  * CLI goes away mid-answer (an interrupt), and a failed upstream is a 502.
+ * A refusal or a 502 keeps the connection: the answers of requests the tool
+ * pipelined behind it still come, in order.
  */
 import http from 'node:http'
 import https from 'node:https'
-import type { LookupFunction } from 'node:net'
+import type { LookupFunction, Socket } from 'node:net'
 import type { Logger } from 'pino'
 import { ADDRESS_NOT_ALLOWED } from '../net/guarded-lookup.js'
+
+const REFUSED = 'egress not allowed by the gateway sandbox\n'
 
 /** Headers that concern one hop, never the next. */
 const HOP_HEADERS = new Set(['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade'])
@@ -30,6 +34,38 @@ export interface RelayTarget {
   onRefused?: (err: Error) => void
 }
 
+/** Per connection from the sandbox: the callbacks of its answers not yet done, run if it closes first. */
+const unfinished = new WeakMap<Socket, Set<() => void>>()
+
+/**
+ * Calls `done` once, when `res` closes or its connection does. Node holds
+ * the answer of a pipelined request until those before it are sent, and
+ * never closes a held one when the connection goes: waiting on `res` alone
+ * would keep its upstream request and its tenant's slot for good.
+ */
+export function whenAnswerDone (req: http.IncomingMessage, res: http.ServerResponse, done: () => void): void {
+  const socket = req.socket
+  if (socket.destroyed) {
+    done()
+    return
+  }
+  let pending = unfinished.get(socket)
+  if (pending === undefined) {
+    const created = new Set<() => void>()
+    unfinished.set(socket, created)
+    // One listener a connection, however many requests are pipelined on it.
+    socket.once('close', () => { for (const f of created) f() })
+    pending = created
+  }
+  const waiting = pending
+  const once = (): void => {
+    if (!waiting.delete(once)) return
+    done()
+  }
+  waiting.add(once)
+  res.once('close', once)
+}
+
 export function relayHttp (req: http.IncomingMessage, res: http.ServerResponse, target: RelayTarget, log: Logger): void {
   const headers: http.OutgoingHttpHeaders = {}
   for (const [name, value] of Object.entries(req.headers)) {
@@ -44,17 +80,34 @@ export function relayHttp (req: http.IncomingMessage, res: http.ServerResponse, 
     res.writeHead(answer.statusCode ?? 502, back)
     answer.pipe(res)
   })
+  let gone = false
   upstream.on('error', (err: NodeJS.ErrnoException) => {
+    // Ended by us (the tool went away): nothing failed, nobody to answer.
+    if (gone) return
     if (err.code === ADDRESS_NOT_ALLOWED && target.onRefused !== undefined) {
       target.onRefused(err)
-      if (!res.headersSent) res.writeHead(403, { 'content-type': 'text/plain', connection: 'close' })
-      res.end('egress not allowed by the gateway sandbox\n')
+      answerWith(res, 403, REFUSED)
       return
     }
     log.info({ err, destination: target.label }, 'sandbox egress request failed')
-    if (!res.headersSent) res.writeHead(502, { connection: 'close' })
-    res.end()
+    answerWith(res, 502, '')
   })
-  res.once('close', () => upstream.destroy())
+  whenAnswerDone(req, res, () => {
+    gone = true
+    upstream.destroy()
+  })
   req.pipe(upstream)
+}
+
+/**
+ * A whole answer of the proxy's own, framed so the connection can carry the
+ * next one; an answer already begun is cut instead (ending it would pass a
+ * truncated body off as complete).
+ */
+function answerWith (res: http.ServerResponse, status: number, text: string): void {
+  if (res.headersSent) {
+    res.destroy()
+    return
+  }
+  res.writeHead(status, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(text) }).end(text)
 }
