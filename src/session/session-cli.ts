@@ -93,7 +93,7 @@ export class SessionCli {
         onStartFailed: (err) => { if (this.#cli === cli) this.#startFailed(err) }
       })
     } catch (err) {
-      return h.statusRecorder.spawnFailed(err)
+      return this.#failed(err)
     }
     this.#cli = cli
     // Started (again) while the lines of the CLI before it still wait behind the store's append:
@@ -137,9 +137,23 @@ export class SessionCli {
     // The message that asked for it was counted as a turn: no CLI runs it.
     h.turns.exited()
     h.control.cliExited()
-    const error = h.statusRecorder.spawnFailed(err)
+    const error = this.#failed(err)
     this.#exitDone()
     this.#startWaiters?.wakeAll(error)
+  }
+
+  /**
+   * A start that failed, at once or later: recorded (exited, spawn_failed),
+   * and the lease given up as after an exit, or this node would keep (and
+   * renew) it with no CLI, and every node's next message would come here to
+   * fail again instead of starting the CLI where it can run. A failed create
+   * gives it up this way too (session-creation.ts waits for it).
+   */
+  #failed (err: unknown): GatewayError {
+    const h = this.#h
+    const error = h.statusRecorder.spawnFailed(err)
+    if (!h.gone()) void h.disown()
+    return error
   }
 
   /** Ends the CLI: stdin closed, SIGTERM, SIGKILL. History and record stay. */

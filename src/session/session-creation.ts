@@ -61,31 +61,23 @@ export async function createReserved (id: string, tenant: string, options: Sessi
   const failed = session.start() ?? await session.started()
   deps.admission.started(id)
   if (failed !== null) {
-    await recordFailedCreate(record, failed, lease, deps)
+    await dropFailedCreate(session, lease, deps)
     throw failed
   }
   return session
 }
 
 /**
- * A create whose record is stored but whose CLI never started: the record
- * says so (exited, `spawn_failed`) instead of staying "starting", and the
- * next lookup loads that record.
+ * A create whose record is stored but whose CLI never started: the session
+ * has recorded that (exited, `spawn_failed`, instead of "starting") and gives
+ * its lease up once that is stored, as after any failed start
+ * (session-cli.ts); it is unloaded, so the next lookup loads that record.
  */
-async function recordFailedCreate (record: SessionRecord, failed: GatewayError, lease: Lease, deps: SessionCreationDeps): Promise<void> {
-  deps.unload(record.id)
-  const at = new Date().toISOString()
-  const final: SessionRecord = {
-    ...structuredClone(record),
-    status: 'exited',
-    updated_at: at,
-    exit: { code: null, signal: null, stderr_tail: [], reason: 'spawn_failed', at, error: failed.message }
-  }
-  try {
-    await deps.store.putSession(final, lease)
-  } catch (err) {
-    deps.logger.error({ err, session: record.id }, 'could not record a failed create; its record says "starting" until its lease lapses and it is marked lost')
-  }
+async function dropFailedCreate (session: Session, lease: Lease, deps: SessionCreationDeps): Promise<void> {
+  deps.unload(session.id)
+  // Whatever becomes of it, the create answers with its start's error.
+  await session.disown().catch((err: unknown) => { deps.logger.warn({ err, session: session.id }, 'could not give a failed create\'s lease up') })
+  // Kept by the session (a frame waiting for it): the session object is dropped all the same.
   deps.keeper.forget(lease)
   await deps.keeper.release(lease).catch(() => {})
 }
