@@ -5,12 +5,10 @@
  * retries, not the dead CLI's.
  */
 import assert from 'node:assert/strict'
-import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { isStatus } from '../support/frames.js'
 import { gateway } from '../support/gateway.js'
+import { scriptedCli } from '../support/scripted-cli.js'
 import { holderOf } from '../support/sessions.js'
 
 /**
@@ -18,33 +16,17 @@ import { holderOf } from '../support/sessions.js'
  * whose API cannot be reached: `api_retry` lines (no HTTP status, as when
  * nothing answers), then it waits for ever (the user stops the session).
  */
-const CLI = `#!/usr/bin/env node
-const out = (o) => process.stdout.write(JSON.stringify(o) + '\\n')
-let buf = ''
-let attempt = 0
-process.stdin.on('data', (d) => {
-  buf += d
-  let nl
-  while ((nl = buf.indexOf('\\n')) >= 0) {
-    const m = JSON.parse(buf.slice(0, nl)); buf = buf.slice(nl + 1)
-    if (m.type === 'control_request') out({ type: 'control_response', response: { subtype: 'success', request_id: m.request_id, response: {} } })
-    if (m.type === 'user') {
-      out({ type: 'system', subtype: 'init', session_id: 's' })
-      for (let i = 0; i < 2; i++) out({ type: 'system', subtype: 'api_retry', attempt: ++attempt, max_retries: 10, retry_delay_ms: 500, error_status: null, error: 'unknown', session_id: 's' })
-    }
-  }
-})
-process.stdin.on('end', () => process.exit(0))
-`
+const CLI = {
+  head: 'let attempt = 0',
+  onUser: `      out({ type: 'system', subtype: 'init', session_id: 's' })
+      for (let i = 0; i < 2; i++) out({ type: 'system', subtype: 'api_retry', attempt: ++attempt, max_retries: 10, retry_delay_ms: 500, error_status: null, error: 'unknown', session_id: 's' })`
+}
 
 const isProblem = (f: any): boolean => f.type === 'gateway' && f.subtype === 'cli_problem' && f.code === 'api_unreachable'
 
 describe('session core: cli_problem after a restart', () => {
   it('a CLI stopped mid-turn leaves nothing told or counted for the turn of the CLI after it', async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'cgw-problem-cli-'))
-    const bin = join(dir, 'unreachable-cli.mjs')
-    writeFileSync(bin, CLI)
-    chmodSync(bin, 0o755)
+    const bin = scriptedCli(t, 'unreachable-cli', CLI)
     const gw = await gateway(t, { env: { CLAUDE_BIN: bin, CLAUDE_ARGS_EXTRA: '' } })
     const { id, holder } = await holderOf(gw, t)
     holder.sendUser('first')

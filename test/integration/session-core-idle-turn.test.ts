@@ -6,12 +6,10 @@
  * until that turn ends.
  */
 import assert from 'node:assert/strict'
-import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { isResult } from '../support/frames.js'
 import { eventually, gateway } from '../support/gateway.js'
+import { scriptedCli } from '../support/scripted-cli.js'
 import { holderOf } from '../support/sessions.js'
 
 // Long enough for the holder to attach before a new session with no client idles out.
@@ -22,18 +20,9 @@ const IDLE_MS = 2000
  * after the prompt `later` starts a turn of its own once its stdin has been
  * quiet (no client) for a moment, runs it for 2 idle periods, then ends it.
  */
-const CLI = `#!/usr/bin/env node
-const out = (o) => process.stdout.write(JSON.stringify(o) + '\\n')
-const state = (s) => out({ type: 'system', subtype: 'session_state_changed', state: s, session_id: 's' })
-let buf = ''
-process.stdin.on('data', (d) => {
-  buf += d
-  let nl
-  while ((nl = buf.indexOf('\\n')) >= 0) {
-    const m = JSON.parse(buf.slice(0, nl)); buf = buf.slice(nl + 1)
-    if (m.type === 'control_request') out({ type: 'control_response', response: { subtype: 'success', request_id: m.request_id, response: {} } })
-    if (m.type === 'user') {
-      state('running')
+const CLI = {
+  head: "const state = (s) => out({ type: 'system', subtype: 'session_state_changed', state: s, session_id: 's' })",
+  onUser: `      state('running')
       out({ type: 'result', subtype: 'success', is_error: false, result: 'ok', session_id: 's' })
       state('idle')
       if (m.message.content === 'later') setTimeout(() => {
@@ -43,19 +32,12 @@ process.stdin.on('data', (d) => {
           out({ type: 'result', subtype: 'success', is_error: false, result: 'own turn done', session_id: 's' })
           state('idle')
         }, ${IDLE_MS * 2})
-      }, ${IDLE_MS / 4})
-    }
-  }
-})
-process.stdin.on('end', () => process.exit(0))
-`
+      }, ${IDLE_MS / 4})`
+}
 
 describe('session core: idle timer and a turn the CLI starts', () => {
   it('a turn the CLI starts after the last client left is not cut short by the idle timer', async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'cgw-idle-cli-'))
-    const bin = join(dir, 'own-turn-cli.mjs')
-    writeFileSync(bin, CLI)
-    chmodSync(bin, 0o755)
+    const bin = scriptedCli(t, 'own-turn-cli', CLI)
     const gw = await gateway(t, { env: { CLAUDE_BIN: bin, IDLE_TIMEOUT_MS: String(IDLE_MS), CLAUDE_ARGS_EXTRA: '' } })
     const { id, holder } = await holderOf(gw, t)
     holder.sendUser('later')
