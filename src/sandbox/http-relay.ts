@@ -5,11 +5,13 @@
  * answers in server-sent events); the upstream request is dropped when the
  * CLI goes away mid-answer (an interrupt), and a failed upstream is a 502.
  * A refusal or a 502 keeps the connection: the answers of requests the tool
- * pipelined behind it still come, in order.
+ * pipelined behind it still come, in order. An upstream that fails once its
+ * answer has begun cuts the tool's connection instead.
  */
 import http from 'node:http'
 import https from 'node:https'
 import type { LookupFunction, Socket } from 'node:net'
+import { pipeline } from 'node:stream'
 import type { Logger } from 'pino'
 import { ADDRESS_NOT_ALLOWED } from '../net/guarded-lookup.js'
 
@@ -78,7 +80,14 @@ export function relayHttp (req: http.IncomingMessage, res: http.ServerResponse, 
     const back: http.OutgoingHttpHeaders = {}
     for (const [name, value] of Object.entries(answer.headers)) if (!HOP_HEADERS.has(name) && value !== undefined) back[name] = value
     res.writeHead(answer.statusCode ?? 502, back)
-    answer.pipe(res)
+    // pipe() would leave `res` neither ended nor cut when the upstream dies mid-body, and the tool (with all it
+    // pipelined behind) waiting for good. Cutting the tool's connection short of the declared length or the last
+    // chunk lets it tell the body is truncated; what it pipelined behind goes too, as nothing can follow on it.
+    pipeline(answer, res, (err) => {
+      if (err === undefined || gone) return
+      log.info({ err, destination: target.label }, 'sandbox egress answer cut: the upstream failed partway through it')
+      res.destroy()
+    })
   })
   let gone = false
   upstream.on('error', (err: NodeJS.ErrnoException) => {
