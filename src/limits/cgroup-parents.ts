@@ -116,6 +116,41 @@ export function findParents (needed: Controller[], path: string | undefined, pro
 }
 
 /**
+ * Every parent a gateway here could have put CLI cgroups in, whatever limits
+ * it had: `path` (else this process's cgroup) in the v2 hierarchy, and in
+ * the v1 one of each controller a limit may need. A restart with other
+ * limits, or none, must still find a predecessor's leftovers there. Those it
+ * cannot find (unmounted, outside a mount, /proc unreadable) are left out:
+ * never an error.
+ */
+export function possibleParents (path: string | undefined, proc = '/proc'): CgroupParents[] {
+  let mounts: CgroupMount[]
+  let own: Map<string, string>
+  try {
+    mounts = parseMountInfo(readFileSync(join(proc, 'self', 'mountinfo'), 'utf8'))
+    own = parseProcCgroup(readFileSync(join(proc, 'self', 'cgroup'), 'utf8'))
+  } catch {
+    return []
+  }
+  const found: CgroupParents[] = []
+  const v2 = mounts.find((m) => m.version === 2)
+  const v2Path = path ?? own.get('')
+  const v2Dir = v2 === undefined || v2Path === undefined ? null : inMount(v2, v2Path)
+  if (v2Dir !== null) found.push({ version: 2, dirs: new Map(ALL.map((c) => [c, v2Dir])) })
+  const v1 = new Map<Controller, string>()
+  for (const c of ALL) {
+    const mount = mounts.find((m) => m.version === 1 && m.controllers.includes(c))
+    const cgroup = path ?? own.get(c)
+    const dir = mount === undefined || cgroup === undefined ? null : inMount(mount, cgroup)
+    if (dir !== null) v1.set(c, dir)
+  }
+  if (v1.size > 0) found.push({ version: 1, dirs: v1 })
+  return found
+}
+
+const ALL: Controller[] = ['memory', 'pids', 'cpu']
+
+/**
  * Makes the parent folders. v2 lets a cgroup (but the root) hand
  * controllers to its children only while no process sits in it: in the
  * parent, the gateway's own processes (and any other there, which is the

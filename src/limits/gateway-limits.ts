@@ -3,14 +3,15 @@
  * app.ts: whether any is set, the launcher that applies them
  * (limited-launcher.ts, tenant-cgroups.ts), and the
  * start-up work: the parent cgroup found and prepared, leftovers of a
- * previous gateway removed, and one real join checked, so that a host where
+ * previous gateway removed (wherever its limits, maybe not these, put them;
+ * also with none set now), and one real join checked, so that a host where
  * the limits cannot hold refuses to start instead of failing every session.
  */
 import type { Logger } from 'pino'
 import type { CliLauncher } from '../cli/cli-handle.js'
 import { ConfigError, type Config } from '../config.js'
 import type { ProbeRunner } from '../sandbox/probe.js'
-import { type CgroupParents, controllersFor, findParents, parentFolders, prepareParents } from './cgroup-parents.js'
+import { type CgroupParents, controllersFor, findParents, parentFolders, possibleParents, prepareParents } from './cgroup-parents.js'
 import { CliCgroup, sweepLeftovers } from './cli-cgroup.js'
 import { limitedLauncher, joinArgs } from './limited-launcher.js'
 import { TenantCgroups } from './tenant-cgroups.js'
@@ -49,6 +50,8 @@ export function gatewayLimits (config: Config, options: GatewayLimitsOptions): G
       active: false,
       launch: options.inner,
       start: async () => {
+        // A predecessor with limits may have left cgroups (and processes in them) although this one has none.
+        await sweepEverywhere(possibleParents(config.cliCgroup, options.proc), config.cliStopTimeoutMs, logger)
         logger.info('no per-CLI or per-tenant limits (CLI_ or TENANT_ PIDS_MAX, MEMORY_MAX_MB, CPUS): a session may use all the pids, memory and CPU the gateway has')
       },
       close: async () => {}
@@ -66,14 +69,15 @@ export function gatewayLimits (config: Config, options: GatewayLimitsOptions): G
     },
     start: async () => {
       let parents: CgroupParents
+      // Before prepareParents: with v2 it may move this process into a leaf, and its own cgroup with it.
+      const possible = possibleParents(config.cliCgroup, options.proc)
       try {
         parents = findParents(needed, config.cliCgroup, options.proc)
         prepareParents(parents)
       } catch (err) {
         throw fail((err as Error).message)
       }
-      const swept = await sweepLeftovers(parents, config.cliStopTimeoutMs)
-      if (swept.length > 0) logger.warn({ cgroups: swept }, 'removed CLI cgroups left by a previous gateway process (what ran in them was ended)')
+      await sweepEverywhere([parents, ...possible], config.cliStopTimeoutMs, logger)
       const tenants = perTenant ? new TenantCgroups({ parents, limits: tenantLimits, handDown: needed }) : undefined
       const problem = await checkJoin(parents, tenants, options.probe)
       if (problem !== null) throw fail(problem)
@@ -83,6 +87,29 @@ export function gatewayLimits (config: Config, options: GatewayLimitsOptions): G
     },
     close: async () => {
       await Promise.all([...removals])
+    }
+  }
+}
+
+/**
+ * Removes a previous gateway process's leftovers under each of `candidates`
+ * (those of its limits, and of any it may have had: a restart with other
+ * limits or none must not strand them). Best effort: a hierarchy it may not
+ * write is logged, never an error, so a gateway without limits starts where
+ * cgroups are read-only. A folder seen twice is swept once.
+ */
+async function sweepEverywhere (candidates: CgroupParents[], graceMs: number, logger: Logger): Promise<void> {
+  const seen = new Set<string>()
+  for (const parents of candidates) {
+    const dirs = new Map([...parents.dirs].filter(([, dir]) => !seen.has(dir)))
+    if (dirs.size === 0) continue
+    for (const dir of dirs.values()) seen.add(dir)
+    const unseen: CgroupParents = { version: parents.version, dirs }
+    try {
+      const swept = await sweepLeftovers(unseen, graceMs)
+      if (swept.length > 0) logger.warn({ cgroups: swept, parent: parentFolders(unseen) }, 'removed CLI cgroups left by a previous gateway process (what ran in them was ended)')
+    } catch (err) {
+      logger.warn({ err, parent: parentFolders(unseen) }, 'could not look for CLI cgroups a previous gateway process left')
     }
   }
 }
