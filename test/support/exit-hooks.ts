@@ -7,8 +7,12 @@
  * `process.exit`, so the hooks run.
  *
  * Hooks run inside 'exit', which allows synchronous work only: they send
- * signals, they cannot wait for the processes to end.
+ * signals, they cannot wait for the processes to end. A file killed outright
+ * (SIGKILL: a runner or a person ending it) runs no hook at all; for that,
+ * `endsWithTest` leaves a watcher holding a pipe from this process.
  */
+import { spawn } from 'node:child_process'
+import type { Socket } from 'node:net'
 
 const hooks = new Set<() => void>()
 let installed = false
@@ -30,4 +34,29 @@ function install (): void {
   // Conventional exit codes of a process ended by the signal (128 + its number).
   process.once('SIGTERM', () => process.exit(143))
   process.once('SIGINT', () => process.exit(130))
+}
+
+/**
+ * Ends the process group `pid` leads (SIGTERM, then SIGKILL 5 s later) once
+ * this process is gone, SIGKILL included: a small `sh`, in a session of its
+ * own, reads a pipe only this process holds, and end of file there means
+ * its holder died. Returns the watcher's stop, for a group that ended: the
+ * watcher goes quietly, so no later holder of that pid is ever signalled.
+ */
+export function endsWithTest (pid: number): () => void {
+  const watcher = spawn('sh', ['-c', 'read _ || { kill -TERM -"$0"; sleep 5; kill -KILL -"$0"; } 2>/dev/null', String(pid)], {
+    stdio: ['pipe', 'ignore', 'ignore'],
+    detached: true
+  })
+  watcher.on('error', () => {}) // no sh: only the exit hooks remain
+  watcher.unref()
+  // A pipe to a child is a socket: unref'd, it keeps no test file alive.
+  ;(watcher.stdin as Socket | null)?.unref()
+  let stopped = false
+  return () => {
+    if (stopped) return
+    stopped = true
+    // A line, not end of file: `read` succeeds and the watcher exits without signalling.
+    watcher.stdin?.end('done\n')
+  }
 }

@@ -8,7 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { onTestExit } from './exit-hooks.js'
+import { endsWithTest, onTestExit } from './exit-hooks.js'
 import { FAKE_CLI, TOKEN_A, eventually } from './gateway.js'
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url))
@@ -77,8 +77,11 @@ export async function startGatewayProcess (env: Record<string, string>, timeoutM
   child.stderr?.on('data', (d: Buffer) => { output += d.toString('utf8') })
   let done: number | string | null | undefined
   live.add(child)
+  // Detached, it leads its own group: ended with this file even if the file is killed outright.
+  const unwatch = child.pid === undefined ? () => {} : endsWithTest(child.pid)
   const exited = new Promise<number | string | null>((resolve) => child.once('exit', (code, signal) => {
     live.delete(child)
+    unwatch()
     done = code ?? signal
     resolve(done)
   }))

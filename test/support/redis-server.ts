@@ -14,7 +14,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { createServer } from 'node:net'
 import { Redis } from 'ioredis'
-import { onTestExit } from './exit-hooks.js'
+import { endsWithTest, onTestExit } from './exit-hooks.js'
 import { outputMatches } from './process-output.js'
 
 /** The shared Redis of the tests (a private one when `npm test` had to start it). */
@@ -70,7 +70,9 @@ export async function startRedisServer (options: RedisServerOptions = {}): Promi
     const proc = spawn(REDIS_SERVER_BIN, [
       '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
       '--daemonize', 'no', '--protected-mode', 'no', '--loglevel', 'notice', ...(options.args ?? [])
-    ], { stdio: ['ignore', 'pipe', 'pipe'] })
+    ], { stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+    // Its own group, ended with this file even if the file is killed outright (exit-hooks.ts).
+    const unwatch = proc.pid === undefined ? () => {} : endsWithTest(proc.pid)
     // Notice level: the server logs the moment it listens ("Ready to accept connections").
     const ready = outputMatches(proc, /Ready to accept connections/, startTimeoutMs, `redis-server on port ${port}`)
     child = proc
@@ -79,6 +81,7 @@ export async function startRedisServer (options: RedisServerOptions = {}): Promi
     proc.stdout?.resume()
     proc.stderr?.resume()
     proc.once('exit', () => {
+      unwatch()
       running.delete(proc)
       if (child === proc) child = null
     })
