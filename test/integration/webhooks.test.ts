@@ -17,7 +17,7 @@ import { describe, it } from 'node:test'
 import type { TestContext } from 'node:test'
 import { type Frame, isHello, isPrompt, isResult, isStatus, resolved } from '../support/frames.js'
 import { TOKEN_A, type TestClient, type TestGateway, eventually, gateway } from '../support/gateway.js'
-import { startNodes } from '../support/gateway-nodes.js'
+import { type GatewayNode, startNodes } from '../support/gateway-nodes.js'
 import { REDIS_URL } from '../support/redis-server.js'
 import { LIMITS, answer, ask, client } from '../support/sessions.js'
 import { type Received, Receiver } from '../support/webhook-receiver.js'
@@ -179,9 +179,12 @@ describe('webhooks', () => {
   it('two nodes on one Redis: each event is sent once, by the node running the CLI, whichever node the client uses', { timeout: 60_000 }, async (t) => {
     const receiver = await Receiver.start(t)
     const env = webhookEnv(receiver.port)
-    const cluster = await startNodes({ count: 2, redisUrl: REDIS_URL, env: { WEBHOOK_URL: env.WEBHOOK_URL as string, WEBHOOK_SECRET: SECRET } })
+    const cluster = await startNodes({ count: 0, redisUrl: REDIS_URL, env: { WEBHOOK_URL: env.WEBHOOK_URL as string, WEBHOOK_SECRET: SECRET } })
     t.after(() => cluster.close())
-    const [a, b] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]]
+    // Started side by side (each process start takes seconds); both settled before a failure is thrown, so the close above finds each.
+    const started = await Promise.allSettled([cluster.start('node-a'), cluster.start('node-b')])
+    for (const s of started) if (s.status === 'rejected') throw s.reason
+    const [a, b] = started.map((s) => (s as PromiseFulfilledResult<GatewayNode>).value) as [GatewayNode, GatewayNode]
     const auth = { authorization: `Bearer ${TOKEN_A}` }
 
     // The CLI runs on A; the holder is on B, so B follows the session's log and relays.
