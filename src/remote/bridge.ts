@@ -8,23 +8,24 @@
  * lives in gateway-link.ts, lines out in gateway-outbox.ts, stdin lines in
  * host-input.ts, the gateway's own frames in gateway-notices.ts, the
  * ending's DELETE in session-ending.ts, the bound on the host's requests
- * still waited for at stdin EOF in requests-before-end.ts; this file is what
- * the CLI's frames mean to the host.
+ * still waited for at stdin EOF in requests-before-end.ts, the CLI's prompts
+ * and their answers in cli-prompts.ts, the session's create or look-up and
+ * the credential its link opens with (renewed; a refusal final or not) in
+ * session-attach.ts; this file is what the CLI's frames mean to the host.
  */
 import type { RemoteArgs } from './argv.js'
-import { GatewayHttpError, type GatewayApi } from './gateway-api.js'
-import { closeCodes } from '../errors.js'
+import type { GatewayApi } from './gateway-api.js'
 import { isRecord } from '../protocol/is-record.js'
-import { CredentialRenewal } from './credential-renewal.js'
+import { CliPrompts } from './cli-prompts.js'
 import { isDuplicateRefusal, requestIdOf, withoutSeq } from './frames.js'
 import { GatewayLink } from './gateway-link.js'
 import { GatewayOutbox } from './gateway-outbox.js'
 import { GatewayNotices } from './gateway-notices.js'
-import { noPromptToolAnswer, refusalAnswer, streamClosedAnswer } from './host-answers.js'
+import { refusalAnswer } from './host-answers.js'
 import { HostInput } from './host-input.js'
-import { ResumeMismatch, checkResumeOptions } from './resume-options.js'
 import type { RemoteEnv } from './remote-env.js'
 import { RequestsBeforeEnd } from './requests-before-end.js'
+import { SessionAttach } from './session-attach.js'
 import { SessionEnding } from './session-ending.js'
 import { SILENCE_DEFAULTS } from './silence-watch.js'
 
@@ -39,23 +40,14 @@ export interface BridgeIo {
 }
 
 export class RemoteBridge {
-  readonly #api: GatewayApi
-  readonly #env: RemoteEnv
-  readonly #args: RemoteArgs
   readonly #io: BridgeIo
   readonly #link: GatewayLink
   readonly #ending: SessionEnding
-  #sessionId = ''
   /** Highest seq given to the host; -1 until the first hello of an attach without replay. */
   #seenSeq = -1
   readonly #outbox: GatewayOutbox
   readonly #input: HostInput
-  /** CLI control requests given to the host and not answered yet. */
-  readonly #prompts = new Map<string, string>()
-  /** CLI control requests given to the host (a redelivery after a reconnect is not given twice). */
-  readonly #delivered = new Set<string>()
-  /** The host's answers, kept until the gateway says the request ended: resent if the connection dropped with them. */
-  readonly #answers = new Map<string, string>()
+  readonly #prompts: CliPrompts
   readonly #notices: GatewayNotices
   #turns = 0
   /** The host's control requests still waiting for a connection when stdin ended: the end waits for their answers, within a bound. */
@@ -64,7 +56,7 @@ export class RemoteBridge {
   #stdinClosed = false
   #silent = false
   #forcedCode: number | null = null
-  readonly #renewal: CredentialRenewal
+  readonly #attach: SessionAttach
   #exit!: (code: number) => void
   readonly #done: Promise<number>
   /** Settles once the session's id is known (or its create or look-up failed): an end begun before waits for it. */
@@ -76,10 +68,7 @@ export class RemoteBridge {
 
   /** `random`: the reconnect jitter's source, [0, 1) (Math.random unless a test pins it). */
   constructor (deps: { api: GatewayApi, env: RemoteEnv, args: RemoteArgs, io: BridgeIo, silence?: typeof SILENCE_DEFAULTS, random?: () => number, requestsAtEndMs?: number, giveUpMs?: number }) {
-    this.#api = deps.api
     this.#answersBeforeEnd = new RequestsBeforeEnd(deps.requestsAtEndMs)
-    this.#env = deps.env
-    this.#args = deps.args
     this.#io = deps.io
     this.#done = new Promise((resolve) => {
       this.#exit = (code) => {
@@ -88,25 +77,20 @@ export class RemoteBridge {
       }
     })
     this.#knownId = new Promise((resolve) => { this.#located = resolve })
-    this.#renewal = new CredentialRenewal({
-      token: this.#env.token,
-      present: (frame) => {
-        const ws = this.#link.socket
-        if (ws === null) return false
-        ws.send(frame)
-        return true
-      },
-      warn: deps.io.warn,
-      debug: deps.io.debug
+    this.#attach = new SessionAttach({
+      api: deps.api,
+      env: deps.env,
+      args: deps.args,
+      socket: () => this.#link.socket,
+      exit: (code) => this.#exit(code),
+      io: deps.io
     })
     this.#outbox = new GatewayOutbox({ socket: () => this.#link.socket, debug: deps.io.debug })
+    this.#prompts = new CliPrompts({ args: deps.args, send: (line) => this.#outbox.send(line) })
     this.#input = new HostInput({
       args: deps.args,
       send: (line, track) => this.#outbox.send(line, track),
-      answered: (id, line) => {
-        this.#prompts.delete(id)
-        this.#answers.set(id, line)
-      },
+      answered: (id, line) => this.#prompts.hostAnswered(id, line),
       turnStarted: () => { this.#turns++ },
       badLine: () => {
         // The CLI dies on a line it cannot parse (exit 1): so does the session here.
@@ -117,11 +101,8 @@ export class RemoteBridge {
     })
     this.#ending = new SessionEnding({ api: deps.api, warn: deps.io.warn, seenSeq: () => this.#seenSeq })
     this.#link = new GatewayLink({
-      url: () => {
-        const after = this.#seenSeq >= 0 ? `&after=${this.#seenSeq}` : ''
-        return `${this.#env.wsUrl}/v1/sessions/${encodeURIComponent(this.#sessionId)}/ws?role=controller${after}`
-      },
-      token: () => this.#renewal.opening(),
+      url: () => this.#attach.url(this.#seenSeq),
+      token: () => this.#attach.renewal.opening(),
       silence: deps.silence ?? SILENCE_DEFAULTS,
       giveUpMs: deps.giveUpMs,
       random: deps.random,
@@ -129,19 +110,19 @@ export class RemoteBridge {
       events: {
         message: (text) => this.#gatewayFrame(text),
         pong: (payload) => this.#outbox.pong(payload),
-        refused: (status) => this.#refused(status),
-        closed: (code, reason) => this.#connectionClosed(code, reason),
+        refused: (status) => this.#attach.refused(status),
+        closed: (code, reason) => this.#attach.closed(code, reason),
         gaveUp: () => this.#gaveUp()
       }
     })
     this.#notices = new GatewayNotices({
       link: this.#link,
       outbox: this.#outbox,
-      renewal: this.#renewal,
+      renewal: this.#attach.renewal,
       input: this.#input,
       ending: this.#ending,
-      answers: this.#answers,
-      prompts: this.#prompts,
+      answers: this.#prompts.answers,
+      prompts: this.#prompts.waiting,
       seenSeq: () => this.#seenSeq,
       setSeenSeq: (seq) => { this.#seenSeq = seq },
       turns: () => this.#turns,
@@ -157,27 +138,9 @@ export class RemoteBridge {
 
   /** Creates or finds the session and attaches; resolves with the exit code. */
   async run (): Promise<number> {
-    let failed: number | null = null
-    try {
-      if (this.#args.resume === null) {
-        const created = await this.#api.createSession(this.#args.options)
-        this.#sessionId = String(created.id)
-        // A new session: every frame from the first, so nothing printed before the attach is missed.
-        this.#seenSeq = 0
-      } else {
-        const existing = await this.#api.getSession(this.#args.resume)
-        checkResumeOptions(existing, this.#args.options)
-        this.#sessionId = String(existing.id)
-      }
-    } catch (err) {
-      if (err instanceof ResumeMismatch) {
-        this.#io.warn(err.message)
-        failed = 2
-      } else {
-        this.#io.warn(err instanceof GatewayHttpError ? err.message : `could not reach the gateway: ${String(err)}`)
-        failed = err instanceof GatewayHttpError && err.status === 400 ? 2 : 1
-      }
-    }
+    const failed = await this.#attach.locate()
+    // A new session: every frame from the first, so nothing printed before the attach is missed.
+    if (this.#attach.created) this.#seenSeq = 0
     this.#located()
     // A SIGTERM (or the host gone) taken while the gateway was answering: the host asked for that stop, and
     // its exit is the signal's (143), not the failure's. A stdin EOF or SIGINT keeps the failure's code.
@@ -187,7 +150,7 @@ export class RemoteBridge {
     }
     // Ended (signal, stdin EOF) while the gateway was still answering: the end, which waited for the id, stops the session.
     if (this.#ending.started) return await this.#done
-    this.#io.debug(`session ${this.#sessionId}`)
+    this.#io.debug(`session ${this.#attach.id}`)
     this.#linkStarted = true
     this.#link.start()
     return this.#done
@@ -210,8 +173,7 @@ export class RemoteBridge {
     for (const id of this.#outbox.queuedRequestIds()) {
       if (this.#input.awaits(id)) this.#answersBeforeEnd.add(id)
     }
-    for (const [id, subtype] of this.#prompts) this.#refusePrompt(id, subtype)
-    this.#prompts.clear()
+    this.#prompts.refuseWaiting()
     this.#answersBeforeEnd.arm((ids, seconds) => this.#requestsUnanswered(ids, seconds))
     this.#maybeEnd()
   }
@@ -252,47 +214,7 @@ export class RemoteBridge {
     await this.#end(code)
   }
 
-  #refusePrompt (id: string, subtype: string): void {
-    this.#answerFor(id, streamClosedAnswer(id, subtype))
-  }
-
-  /** An answer claude-remote gives for the host: kept like the host's own, so a connection lost with it does not leave the prompt (and the turn) waiting for ever. */
-  #answerFor (id: string, line: string): void {
-    this.#answers.set(id, line)
-    this.#outbox.send(line)
-  }
-
   // ---- gateway → host ----
-
-  /** The upgrade was refused: true when that is final (claude-remote exits 1). */
-  #refused (status: number): boolean {
-    if (status === 401 && this.#renewal.replaced()) {
-      this.#io.debug(`upgrade refused (HTTP 401); ${this.#env.token.source} holds a newer token: reconnecting with it`)
-      return false
-    }
-    if (status === 401 || status === 403 || status === 404) {
-      this.#io.warn(`the gateway refused the connection to session ${this.#sessionId}: HTTP ${status}`)
-      this.#exit(1)
-      return true
-    }
-    this.#io.debug(`upgrade refused: HTTP ${status}`)
-    return false
-  }
-
-  /** The connection closed: false when claude-remote ends instead of reconnecting. */
-  #connectionClosed (code: number, why: string): boolean {
-    if (code !== closeCodes.credentialRevoked) return true
-    if (this.#renewal.replaced()) {
-      this.#io.debug(`${this.#env.token.source} holds a newer token: reconnecting with it`)
-      return true
-    }
-    // Reconnecting with the same token would be refused: say why now rather than after a 401.
-    const renew = this.#env.token.file === null ? 'set a valid one' : 'renew the file'
-    this.#io.warn(`the gateway no longer accepts ${this.#env.token.source} (close ${code})${why === '' ? '' : `: ${why}`}; ${renew} and run again`)
-    this.#renewal.stop()
-    this.#exit(1)
-    return false
-  }
 
   /** No connection for too long (said on stderr): the session is still stopped (its REST may pass where its WebSocket does not), exit 1. */
   #gaveUp (): void {
@@ -327,7 +249,7 @@ export class RemoteBridge {
       if (redelivered) {
         // Still counts for the catch-up: the replay may end with this prompt.
         if (seq > this.#seenSeq) this.#seenSeq = seq
-        if (this.#delivered.has(id as string)) return
+        if (this.#prompts.delivered(id as string)) return
       } else {
         if (seq <= this.#seenSeq) return
         this.#seenSeq = seq
@@ -347,20 +269,13 @@ export class RemoteBridge {
         break
       case 'control_request':
         if (id !== null) {
-          this.#delivered.add(id)
           const request = isRecord(frame.request) ? frame.request : {}
-          const subtype = String(request.subtype)
-          if (!this.#args.promptTool && subtype === 'can_use_tool') {
-            this.#answerFor(id, noPromptToolAnswer(id))
-            return
-          }
-          // Nobody left to answer: denied, as the CLI denies prompts once its stdin is closed.
-          if (this.#stdinClosed) { this.#refusePrompt(id, subtype); return }
-          this.#prompts.set(id, subtype)
+          // Answered here (no prompt tool, or stdin closed): not the host's to see.
+          if (!this.#prompts.arrived(id, String(request.subtype), this.#stdinClosed)) return
         }
         break
       case 'control_cancel_request':
-        if (id !== null) this.#prompts.delete(id)
+        if (id !== null) this.#prompts.waiting.delete(id)
         break
       case 'result':
         this.#turns = Math.max(0, this.#turns - 1)
@@ -395,13 +310,13 @@ export class RemoteBridge {
     // Begun while the session was being created: its CLI already runs on the gateway, and must be stopped too.
     await this.#knownId
     // Never attached: no line of it is the host's to wait for.
-    if (stopCli && this.#sessionId !== '') await this.#ending.stopSession(this.#sessionId, this.#silent || !this.#linkStarted || this.#linkLost)
+    if (stopCli && this.#attach.id !== '') await this.#ending.stopSession(this.#attach.id, this.#silent || !this.#linkStarted || this.#linkLost)
     this.#finish(code)
   }
 
   #finish (code: number): void {
     this.#link.close()
-    this.#renewal.stop()
+    this.#attach.renewal.stop()
     this.#exit(code)
   }
 }

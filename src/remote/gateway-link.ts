@@ -3,7 +3,8 @@
  * reopened after every drop (with jittered backoff, see reconnect-backoff.ts)
  * until claude-remote ends or the gateway stays unreachable too long, and a
  * connection that goes silent is dropped (silence-watch.ts). What the
- * frames mean, and when a close or refusal is final, is the bridge's call.
+ * frames mean is the bridge's call; when a close or refusal is final,
+ * session-attach.ts's.
  */
 import WebSocket from 'ws'
 import { rawText } from './frames.js'

@@ -24,9 +24,9 @@ export interface GatewayNoticesDeps {
   renewal: CredentialRenewal
   input: HostInput
   ending: SessionEnding
-  /** The host's answers to CLI prompts, by request id, kept until the gateway says the request ended (shared with the bridge). */
+  /** The host's answers to CLI prompts, by request id, kept until the gateway says the request ended (cli-prompts.ts's, shared). */
   answers: Map<string, string>
-  /** CLI prompts given to the host and not answered yet, by request id (shared with the bridge). */
+  /** CLI prompts given to the host and not answered yet, by request id (cli-prompts.ts's, shared). */
   prompts: Map<string, string>
   /** Highest seq given to the host (-1 until the first hello of an attach without replay), and its update. */
   seenSeq: () => number
