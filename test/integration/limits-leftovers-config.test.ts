@@ -7,23 +7,20 @@
  * and real cgroups, each test under a parent of its own; cgroup v1 or v2.
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmdirSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { describe, it, type TestContext } from 'node:test'
 import { findParents, parentFolders } from '../../src/limits/cgroup-parents.js'
 import { joinArgs } from '../../src/limits/limited-launcher.js'
 import { isHello } from '../support/frames.js'
 import { TestClient, TOKEN_A, eventually } from '../support/gateway.js'
-import { type GatewayProcess, fakeCliEnv, freePort, startGatewayProcess } from '../support/gateway-process.js'
+import { type GatewayProcess, fakeCliEnv, startGatewayProcess } from '../support/gateway-process.js'
 import { cgroupsUnavailable, pidsWithArgv, run } from '../support/sandbox.js'
 
 const unavailable = cgroupsUnavailable()
-const REPO = fileURLToPath(new URL('../..', import.meta.url))
 const auth = { authorization: `Bearer ${TOKEN_A}` }
 
 /** A loop out of the CLI's process group (setsid): only its cgroup holds it. Distinct per test, so each finds its own. */
@@ -65,38 +62,7 @@ async function cleanUp (dirs: string[], script: string): Promise<void> {
  * go without CLI_CGROUP, is the test's.
  */
 async function startJoinedGateway (procsFiles: string[], env: Record<string, string>): Promise<GatewayProcess> {
-  const port = await freePort()
-  const child: ChildProcess = spawn('/bin/sh', joinArgs(procsFiles, process.execPath, ['--import', 'tsx', 'src/server.ts']), {
-    cwd: REPO,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env, PORT: String(port), HOST: '127.0.0.1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true
-  })
-  let output = ''
-  child.stdout?.on('data', (d: Buffer) => { output += d.toString('utf8') })
-  child.stderr?.on('data', (d: Buffer) => { output += d.toString('utf8') })
-  let done: number | string | null | undefined
-  const exited = new Promise<number | string | null>((resolve) => child.once('exit', (code, signal) => { done = code ?? signal; resolve(done) }))
-  const gw: GatewayProcess = {
-    child,
-    pid: child.pid as number,
-    url: `http://127.0.0.1:${port}`,
-    output: () => output,
-    exited,
-    async kill () {
-      if (done === undefined) child.kill('SIGKILL')
-      await exited
-    }
-  }
-  await eventually(async () => {
-    if (done !== undefined) throw new Error(`gateway exited (${String(done)}) before answering /healthz; its output:\n${output}`)
-    try {
-      return (await fetch(`${gw.url}/healthz`)).status === 200
-    } catch {
-      return false
-    }
-  }, 15_000, 'the gateway to answer /healthz').catch(async (err) => { await gw.kill(); throw err })
-  return gw
+  return await startGatewayProcess(env, 15_000, { command: (node, args) => ({ file: '/bin/sh', args: joinArgs(procsFiles, node, args) }) })
 }
 
 describe('cgroups a SIGKILLed gateway left, after the limits changed', { skip: unavailable ?? false }, () => {

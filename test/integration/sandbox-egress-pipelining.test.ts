@@ -18,6 +18,7 @@ import pino from 'pino'
 import { ConnectionSlots } from '../../src/net/connection-slots.js'
 import { EgressProxy } from '../../src/sandbox/egress-proxy.js'
 import { eventually } from '../support/gateway.js'
+import { toolConnection } from '../support/egress-tool.js'
 
 
 interface Answer { status: number, body: string }
@@ -104,12 +105,7 @@ describe('sandbox egress: pipelined plain-HTTP requests', () => {
     rmSync(dir, { recursive: true, force: true })
   })
 
-  async function connect (): Promise<net.Socket> {
-    const s = net.connect({ path: proxy.socketPath })
-    s.on('error', () => {})
-    await once(s, 'connect')
-    return s
-  }
+  const connect = async (): Promise<net.Socket> => await toolConnection(proxy.socketPath)
 
   const get = (target: string): string => `GET ${target} HTTP/1.1\r\nHost: x\r\n\r\n`
 

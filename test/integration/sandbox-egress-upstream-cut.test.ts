@@ -19,6 +19,7 @@ import pino from 'pino'
 import { ConnectionSlots } from '../../src/net/connection-slots.js'
 import { EgressProxy } from '../../src/sandbox/egress-proxy.js'
 import { eventually } from '../support/waiters.js'
+import { toolConnection } from '../support/egress-tool.js'
 
 const PART = '0123456789'
 
@@ -99,12 +100,7 @@ describe('sandbox egress: an upstream that dies mid-answer', () => {
     rmSync(dir, { recursive: true, force: true })
   })
 
-  async function connect (): Promise<net.Socket> {
-    const s = net.connect({ path: proxy.socketPath })
-    s.on('error', () => {})
-    await once(s, 'connect')
-    return s
-  }
+  const connect = async (): Promise<net.Socket> => await toolConnection(proxy.socketPath)
 
   const get = (path: string): string => `GET http://127.0.0.1:${port}${path} HTTP/1.1\r\nHost: x\r\n\r\n`
 

@@ -57,15 +57,21 @@ export async function freePort (): Promise<number> {
   return address.port
 }
 
+export interface StartOptions {
+  /** What runs instead of `node <args>` (it must exec node in the end, keeping the pid): e.g. a shell joining a cgroup first. */
+  command?: (node: string, args: string[]) => { file: string, args: string[] }
+}
+
 /**
  * Starts `src/server.ts` with `env` on top of PATH and HOME (PORT and HOST
  * are chosen here) and resolves once it answers /healthz, which it does only
  * after its start-up hooks (the reaper among them) have run. Rejects with its
  * output if it exits first or is not up within `timeoutMs`.
  */
-export async function startGatewayProcess (env: Record<string, string>, timeoutMs = 15_000): Promise<GatewayProcess> {
+export async function startGatewayProcess (env: Record<string, string>, timeoutMs = 15_000, options: StartOptions = {}): Promise<GatewayProcess> {
   const port = await freePort()
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+  const { file, args } = (options.command ?? ((node, nodeArgs) => ({ file: node, args: nodeArgs })))(process.execPath, ['--import', 'tsx', 'src/server.ts'])
+  const child = spawn(file, args, {
     cwd: REPO,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
