@@ -6,33 +6,25 @@
  * exactly once, whichever way the connection ends.
  */
 import { GatewayError } from '../errors.js'
+import { ConnectionSlots } from './connection-slots.js'
 
 export class TenantConnections {
-  readonly #max: number
-  readonly #counts = new Map<string, number>()
+  readonly #slots: ConnectionSlots
 
   constructor (maxPerTenant: number) {
-    this.#max = maxPerTenant
+    this.#slots = new ConnectionSlots(maxPerTenant)
   }
 
   count (tenant: string): number {
-    return this.#counts.get(tenant) ?? 0
+    return this.#slots.count(tenant)
   }
 
   /** Takes a slot, or throws 429 `tenant_connection_limit`. The returned release is idempotent. */
   acquire (tenant: string): () => void {
-    const n = this.count(tenant)
-    if (n >= this.#max) {
-      throw new GatewayError('tenant_connection_limit', `This tenant has MAX_CONNECTIONS_PER_TENANT (${this.#max}) WebSocket and event-stream connections already`)
+    const release = this.#slots.take(tenant)
+    if (release === null) {
+      throw new GatewayError('tenant_connection_limit', `This tenant has MAX_CONNECTIONS_PER_TENANT (${this.#slots.max}) WebSocket and event-stream connections already`)
     }
-    this.#counts.set(tenant, n + 1)
-    let released = false
-    return () => {
-      if (released) return
-      released = true
-      const left = this.count(tenant) - 1
-      if (left <= 0) this.#counts.delete(tenant)
-      else this.#counts.set(tenant, left)
-    }
+    return release
   }
 }
