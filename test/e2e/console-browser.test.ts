@@ -185,6 +185,9 @@ test('the console in Chromium: a whole session, a reload, an observer tab and a 
   await watcher.getByTestId('msg-assistant').nth(-1).filter({ hasText: 'no API key' }).waitFor({ timeout: STEP_MS })
   await shot(watcher, 'observer-tab')
 
+  // Back in the holder's tab, as a person is to type there (a tab behind draws on throttled frames: clicks and
+  // screenshots wait on them).
+  await holder.bringToFront()
   // Redis stops: the degraded banner shows, a prompt still gets its answer, and once Redis is
   // back every frame is in history, contiguous, including what was said during the outage.
   await redis.stop()

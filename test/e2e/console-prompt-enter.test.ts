@@ -7,12 +7,25 @@
  * answer the gateway got first wins.
  */
 import assert from 'node:assert/strict'
-import { test } from 'node:test'
+import { before, test } from 'node:test'
+import type { Browser } from 'playwright-core'
+import { launchChromium } from '../support/chromium.js'
 import { STEP_MS, consoleGateway, newSessionHeld, signedInPage } from '../support/console-page.js'
+import { TOKEN_A, type TestGateway, suiteScope } from '../support/gateway.js'
+
+// One gateway and one Chromium for both cases: each signs in a page of its own and holds a session of its own.
+const scope = suiteScope()
+let gw: TestGateway
+let browser: Browser
+
+before(async () => {
+  gw = await consoleGateway(scope)
+  browser = await launchChromium()
+  scope.after(() => browser.close())
+})
 
 test('a second Enter meant for a prompt does not answer the one drawn in its place', { timeout: 90_000 }, async (t) => {
-  const gw = await consoleGateway(t)
-  const { page, pageErrors } = await signedInPage(t, gw)
+  const { page, pageErrors } = await signedInPage(t, gw, TOKEN_A, browser)
   await newSessionHeld(page)
   // Nothing focused: the prompt takes the focus once its Allow takes answers.
   await page.getByTestId('prompt-input').fill('ask2')
@@ -38,8 +51,7 @@ test('a second Enter meant for a prompt does not answer the one drawn in its pla
 })
 
 test('Enter held down does not answer the prompt drawn after the one it answered', { timeout: 90_000 }, async (t) => {
-  const gw = await consoleGateway(t)
-  const { page, pageErrors } = await signedInPage(t, gw)
+  const { page, pageErrors } = await signedInPage(t, gw, TOKEN_A, browser)
   await newSessionHeld(page)
   await page.getByTestId('prompt-input').fill('ask2')
   await page.getByTestId('prompt-send').click()

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { Locator, Page } from 'playwright-core'
+import type { Browser, Locator, Page } from 'playwright-core'
 import { buildConsole } from '../../scripts/build-console.mjs'
 import { launchChromium } from './chromium.js'
 import { type GatewayOptions, type Scope, TOKEN_A, type TestGateway, gateway } from './gateway.js'
@@ -29,11 +29,17 @@ export async function consoleGateway (scope: Scope, options: GatewayOptions = {}
   return await gateway(scope, { ...options, parts: { ...options.parts, consoleDir } })
 }
 
-/** A new Chromium page on `gw`'s console, signed in with `token` (its session list shown). */
-export async function signedInPage (scope: Scope, gw: TestGateway, token = TOKEN_A): Promise<ConsolePage> {
-  const browser = await launchChromium()
-  scope.after(() => browser.close())
-  const page = await (await browser.newContext()).newPage()
+/**
+ * A new Chromium page on `gw`'s console, signed in with `token` (its session list shown). In a browser of
+ * the caller's (shared by the tests of a file), it has a context of its own, closed with `scope`; else in a
+ * Chromium of its own.
+ */
+export async function signedInPage (scope: Scope, gw: TestGateway, token = TOKEN_A, shared?: Browser): Promise<ConsolePage> {
+  const browser = shared ?? await launchChromium()
+  if (shared === undefined) scope.after(() => browser.close())
+  const context = await browser.newContext()
+  if (shared !== undefined) scope.after(() => context.close())
+  const page = await context.newPage()
   const pageErrors: string[] = []
   page.on('pageerror', (err) => pageErrors.push(err.message))
   await page.goto(`${gw.url}/`)
