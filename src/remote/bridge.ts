@@ -66,8 +66,8 @@ export class RemoteBridge {
   /** The link gave the gateway up: no line of the session can reach the host any more. */
   #linkLost = false
 
-  /** `random`: the reconnect jitter's source, [0, 1) (Math.random unless a test pins it). */
-  constructor (deps: { api: GatewayApi, env: RemoteEnv, args: RemoteArgs, io: BridgeIo, silence?: typeof SILENCE_DEFAULTS, random?: () => number, requestsAtEndMs?: number, giveUpMs?: number }) {
+  /** `random`: the reconnect jitter's source, [0, 1) (Math.random unless a test pins it); `endWaitMs`: SessionEnding's bound. */
+  constructor (deps: { api: GatewayApi, env: RemoteEnv, args: RemoteArgs, io: BridgeIo, silence?: typeof SILENCE_DEFAULTS, random?: () => number, requestsAtEndMs?: number, giveUpMs?: number, endWaitMs?: number }) {
     this.#answersBeforeEnd = new RequestsBeforeEnd(deps.requestsAtEndMs)
     this.#io = deps.io
     this.#done = new Promise((resolve) => {
@@ -99,7 +99,7 @@ export class RemoteBridge {
       },
       warn: deps.io.warn
     })
-    this.#ending = new SessionEnding({ api: deps.api, warn: deps.io.warn, seenSeq: () => this.#seenSeq })
+    this.#ending = new SessionEnding({ api: deps.api, warn: deps.io.warn, seenSeq: () => this.#seenSeq, endWaitMs: deps.endWaitMs })
     this.#link = new GatewayLink({
       url: () => this.#attach.url(this.#seenSeq),
       token: () => this.#attach.renewal.opening(),

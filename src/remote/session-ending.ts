@@ -16,17 +16,19 @@ export class SessionEnding {
   readonly #api: GatewayApi
   readonly #warn: (message: string) => void
   readonly #seenSeq: () => number
+  readonly #endWaitMs: number
   #started = false
   /** The DELETE, settled either way. */
   #stopping: Promise<void> = Promise.resolve()
   #target: number | null = null
   #caughtUp: (() => void) | null = null
 
-  /** `seenSeq`: the highest seq given to the host so far. */
-  constructor (deps: { api: GatewayApi, warn: (message: string) => void, seenSeq: () => number }) {
+  /** `seenSeq`: the highest seq given to the host so far; `endWaitMs`: the bound on that wait, END_WAIT_MS unless a test shortens it (the DELETE keeps END_WAIT_MS). */
+  constructor (deps: { api: GatewayApi, warn: (message: string) => void, seenSeq: () => number, endWaitMs?: number | undefined }) {
     this.#api = deps.api
     this.#warn = deps.warn
     this.#seenSeq = deps.seenSeq
+    this.#endWaitMs = deps.endWaitMs ?? END_WAIT_MS
   }
 
   /** True once the end has begun. */
@@ -49,7 +51,7 @@ export class SessionEnding {
    */
   async stopSession (sessionId: string, silent: boolean): Promise<void> {
     const caughtUp = new Promise<void>((resolve) => { this.#caughtUp = resolve })
-    const bounded = new Promise<void>((resolve) => setTimeout(resolve, silent ? 0 : END_WAIT_MS).unref())
+    const bounded = new Promise<void>((resolve) => setTimeout(resolve, silent ? 0 : this.#endWaitMs).unref())
     try {
       const deleting = this.#api.deleteSession(sessionId, silent ? SIGTERM_STOP_MS : END_WAIT_MS)
       this.#stopping = deleting.then(() => {}, () => {})

@@ -5,10 +5,10 @@
  * compared byte for byte with the CLI lines in the session's history.
  */
 import assert from 'node:assert/strict'
-import { test } from 'node:test'
+import { before, describe, it, test } from 'node:test'
 import { loadConfig } from '../../src/config.js'
-import { TOKEN_A, TOKEN_B, type TestGateway, eventually, gateway } from '../support/gateway.js'
-import { SDK_ARGS, WAIT_MS, forwardedRemote, onlySession, sdkInitialize, spawnRemote, userLine } from '../support/remote.js'
+import { TOKEN_A, TOKEN_B, type TestGateway, eventually, gateway, suiteScope } from '../support/gateway.js'
+import { SDK_ARGS, WAIT_MS, forwardedRemote, newSession, onlySession, sdkInitialize, sessionIds, spawnRemote, userLine } from '../support/remote.js'
 
 /** CLI lines of the session's history as the CLI printed them: gateway frames out, `{"seq":n,` off. */
 async function cliLinesInHistory (gw: TestGateway, sessionId: string, gatewayInitIds = true): Promise<string[]> {
@@ -21,35 +21,186 @@ async function cliLinesInHistory (gw: TestGateway, sessionId: string, gatewayIni
     .map((e) => JSON.stringify(e).replace(/^\{"seq":\d+,/, '{'))
 }
 
-test('a turn through claude-remote: the CLI\'s lines byte for byte, no seq, no gateway frame; EOF ends the session (exit 0)', async (t) => {
-  const gw = await gateway(t)
-  const remote = spawnRemote(gw)
-  t.after(() => remote.child.kill('SIGKILL'))
-  const init = sdkInitialize()
-  remote.write(init)
-  remote.write(userLine('echo hello from the sdk'))
-  await remote.waitLine((f) => f.type === 'result')
-  const session = await onlySession(gw)
-  remote.child.stdin.end()
-  assert.equal(await remote.exited, 0, remote.stderr())
+// Cases that leave the gateway as they found it (no reload, default options) share one: each finds its own
+// session as the one it added, and no other claude-remote is connected while it runs (cases run one at a time).
+describe('claude-remote on a shared gateway', () => {
+  let gw: TestGateway
+  const scope = suiteScope()
+  before(async () => { gw = await gateway(scope) })
 
-  // The SDK's initialize reached the CLI as the CLI's own (its request_id), and its answer came back.
-  const initId = JSON.parse(init).request_id
-  assert.ok(gw.stdinLines(session.id).some((l) => l.type === 'control_request' && l.request_id === initId))
-  assert.ok(remote.lines.some((l) => JSON.parse(l).type === 'control_response' && JSON.parse(l).response.request_id === initId))
+  it('a turn through claude-remote: the CLI\'s lines byte for byte, no seq, no gateway frame; EOF ends the session (exit 0)', async (t) => {
+    const known = await sessionIds(gw)
+    const remote = spawnRemote(gw)
+    t.after(() => remote.child.kill('SIGKILL'))
+    const init = sdkInitialize()
+    remote.write(init)
+    remote.write(userLine('echo hello from the sdk'))
+    await remote.waitLine((f) => f.type === 'result')
+    const session = await newSession(gw, known)
+    remote.child.stdin.end()
+    assert.equal(await remote.exited, 0, remote.stderr())
 
-  for (const line of remote.lines) {
-    const frame = JSON.parse(line)
-    assert.notEqual(frame.type, 'gateway', line)
-    assert.equal(Object.hasOwn(frame, 'seq'), false, line)
-  }
-  // Byte for byte: what the host read is what the CLI printed (history holds it with seq spliced in).
-  const history = await cliLinesInHistory(gw, session.id)
-  assert.deepEqual(remote.lines, history)
-  // EOF stopped the session (DELETE): the CLI is gone, the record says stopped.
-  const after = await gw.request('GET', `/v1/sessions/${session.id}`)
-  assert.equal(after.body.status, 'stopped')
-  assert.equal(after.body.pid, null)
+    // The SDK's initialize reached the CLI as the CLI's own (its request_id), and its answer came back.
+    const initId = JSON.parse(init).request_id
+    assert.ok(gw.stdinLines(session.id).some((l) => l.type === 'control_request' && l.request_id === initId))
+    assert.ok(remote.lines.some((l) => JSON.parse(l).type === 'control_response' && JSON.parse(l).response.request_id === initId))
+
+    for (const line of remote.lines) {
+      const frame = JSON.parse(line)
+      assert.notEqual(frame.type, 'gateway', line)
+      assert.equal(Object.hasOwn(frame, 'seq'), false, line)
+    }
+    // Byte for byte: what the host read is what the CLI printed (history holds it with seq spliced in).
+    const history = await cliLinesInHistory(gw, session.id)
+    assert.deepEqual(remote.lines, history)
+    // EOF stopped the session (DELETE): the CLI is gone, the record says stopped.
+    const after = await gw.request('GET', `/v1/sessions/${session.id}`)
+    assert.equal(after.body.status, 'stopped')
+    assert.equal(after.body.pid, null)
+  })
+
+  it('flags the gateway cannot honour and unknown flags: a clear stderr line, exit 2, no session', async (t) => {
+    const known = await sessionIds(gw)
+    const cases: Array<[string[], RegExp]> = [
+      [[...SDK_ARGS, '--bogus-flag'], /unknown flag --bogus-flag/],
+      [[...SDK_ARGS, '--fork-session'], /--fork-session is not supported through the gateway/],
+      [[...SDK_ARGS, '--session-id=11111111-1111-4111-8111-111111111111'], /--session-id is not supported.*--resume/],
+      [[...SDK_ARGS, '--mcp-config', '{"mcpServers":{"x":{"command":"echo"}}}'], /--mcp-config is not supported/],
+      [[...SDK_ARGS, '--setting-sources='], /--setting-sources/],
+      [['--verbose', '--input-format', 'stream-json'], /--output-format is required/]
+    ]
+    // Each its own process, all started at once (each refusal is its own; the session list below covers them all).
+    await Promise.all(cases.map(async ([args, message]) => {
+      const remote = spawnRemote(gw, args)
+      t.after(() => remote.child.kill('SIGKILL'))
+      remote.child.stdin.end()
+      assert.equal(await remote.exited, 2, args.join(' '))
+      assert.match(remote.stderr(), message)
+      assert.deepEqual(remote.lines, [])
+    }).concat((async () => {
+      const missing = spawnRemote(gw, SDK_ARGS, { CLAUDE_REMOTE_URL: '' })
+      t.after(() => missing.child.kill('SIGKILL'))
+      assert.equal(await missing.exited, 2)
+      assert.match(missing.stderr(), /CLAUDE_REMOTE_URL is not set/)
+    })()))
+    assert.deepEqual(await sessionIds(gw), known)
+  })
+
+  it('argv flags become session options (the SDK\'s --flag=value forms)', async (t) => {
+    const known = await sessionIds(gw)
+    const remote = spawnRemote(gw, [...SDK_ARGS, '--model=claude-x-1', '--permission-mode=acceptEdits', '--allowedTools=Read,Bash(git log:*)', '--disallowedTools=Write', '--max-turns=3', '--include-partial-messages', '--append-system-prompt=be brief'])
+    t.after(() => remote.child.kill('SIGKILL'))
+    remote.write(userLine('echo options'))
+    await remote.waitLine((f) => f.type === 'result')
+    const session = await newSession(gw, known)
+    assert.deepEqual(session.options, {
+      model: 'claude-x-1',
+      permission_mode: 'acceptEdits',
+      allowed_tools: ['Read', 'Bash(git log:*)'],
+      disallowed_tools: ['Write'],
+      max_turns: 3,
+      include_partial_messages: true,
+      append_system_prompt: 'be brief',
+      permission_prompt_tool: 'stdio',
+      // the SDK's CLAUDE_CODE_ENTRYPOINT (spawnRemote sets sdk-ts), so the CLI boots as the SDK's would
+      entrypoint: 'sdk-ts'
+    })
+    const spawned = gw.argvDumps(session.id).at(-1)
+    assert.equal(spawned?.env.CLAUDE_CODE_ENTRYPOINT, 'sdk-ts')
+    assert.ok(spawned?.argv.includes('--permission-prompt-tool'))
+    remote.child.stdin.end()
+    assert.equal(await remote.exited, 0)
+  })
+
+  it('a dropped connection mid-turn is resumed by seq: no line lost or repeated; a line written meanwhile arrives', async (t) => {
+    const known = await sessionIds(gw)
+    const remote = spawnRemote(gw)
+    t.after(() => remote.child.kill('SIGKILL'))
+    remote.write(sdkInitialize())
+    remote.write(userLine('slow 6 150'))
+    await remote.waitLine((f) => f.type === 'assistant')
+    // Cut the connection from the server side (the client sees 1006).
+    for (const ws of gw.app.websocketServer.clients) ws.terminate()
+    remote.write(userLine('echo written while disconnected'))
+    await remote.until(() => remote.lines.filter((l) => JSON.parse(l).type === 'result').length === 2, 'two results')
+    const session = await newSession(gw, known)
+    remote.child.stdin.end()
+    assert.equal(await remote.exited, 0, remote.stderr())
+    assert.deepEqual(remote.lines, await cliLinesInHistory(gw, session.id))
+    const texts = gw.stdinLines(session.id).filter((l) => l.type === 'user').map((l) => l.message.content[0].text)
+    assert.deepEqual(texts, ['slow 6 150', 'echo written while disconnected'])
+  })
+
+  it('stdin EOF while a permission prompt waits: denied as the CLI denies it, the turn ends, exit 0', async (t) => {
+    const known = await sessionIds(gw)
+    const remote = spawnRemote(gw)
+    t.after(() => remote.child.kill('SIGKILL'))
+    remote.write(sdkInitialize())
+    remote.write(userLine('ask Bash touch eof-file.txt'))
+    const prompt = await remote.waitLine((f) => f.type === 'control_request' && f.request.subtype === 'can_use_tool')
+    const session = await newSession(gw, known)
+    remote.child.stdin.end()
+    assert.equal(await remote.exited, 0, remote.stderr())
+    const answer = gw.stdinLines(session.id).find((l) => l.type === 'control_response' && l.response.request_id === prompt.request_id)
+    assert.equal(answer.response.subtype, 'error')
+    assert.match(answer.response.error, /stream closed/)
+    assert.ok(remote.lines.some((l) => JSON.parse(l).type === 'result'))
+    assert.equal((await gw.request('GET', `/v1/sessions/${session.id}`)).body.status, 'stopped')
+  })
+
+  it('exit code 1 when the last result was an error; SIGTERM stops the session with 143', async (t) => {
+    // Two sessions of their own, started together.
+    const failing = spawnRemote(gw)
+    t.after(() => failing.child.kill('SIGKILL'))
+    const term = spawnRemote(gw)
+    t.after(() => term.child.kill('SIGKILL'))
+    failing.write(userLine('api-error'))
+    term.write(userLine('slow 20 200'))
+    const result = await failing.waitLine((f) => f.type === 'result')
+    assert.equal(result.is_error, true)
+    failing.child.stdin.end()
+    assert.equal(await failing.exited, 1)
+
+    const assistant = await term.waitLine((f) => f.type === 'assistant')
+    const running = (await gw.request('GET', `/v1/sessions/${String(assistant.session_id)}`)).body
+    assert.equal(running.status, 'running')
+    assert.notEqual(running.id, result.session_id)
+    term.child.kill('SIGTERM')
+    assert.equal(await term.exited, 143)
+    const after = await gw.request('GET', `/v1/sessions/${running.id}`)
+    assert.notEqual(after.body.status, 'running')
+  })
+
+  it('--resume attaches to the gateway session; options that differ from it are refused', async (t) => {
+    const known = await sessionIds(gw)
+    const first = spawnRemote(gw)
+    t.after(() => first.child.kill('SIGKILL'))
+    first.write(userLine('echo first'))
+    await first.waitLine((f) => f.type === 'result')
+    first.child.stdin.end()
+    assert.equal(await first.exited, 0)
+    const session = await newSession(gw, known)
+
+    const again = spawnRemote(gw, [...SDK_ARGS, `--resume=${session.id}`])
+    t.after(() => again.child.kill('SIGKILL'))
+    // Refused on its own, whatever `again` is doing meanwhile: started with it.
+    const mismatch = spawnRemote(gw, [...SDK_ARGS, `--resume=${session.id}`, '--model=other-model'])
+    t.after(() => mismatch.child.kill('SIGKILL'))
+    mismatch.child.stdin.end()
+    again.write(userLine('echo second'))
+    const result = await again.waitLine((f) => f.type === 'result')
+    assert.equal(result.session_id, session.id)
+    again.child.stdin.end()
+    assert.equal(await again.exited, 0)
+    // Only the new turn reached this host, not the earlier one's lines.
+    assert.equal(again.lines.filter((l) => JSON.parse(l).type === 'result').length, 1)
+    assert.equal((await newSession(gw, known)).id, session.id)
+    // The gateway restarted the stopped CLI with --resume.
+    assert.ok(gw.argvDumps(session.id).at(-1)?.argv.includes('--resume'))
+
+    assert.equal(await mismatch.exited, 2)
+    assert.match(mismatch.stderr(), /created with model/)
+  })
 })
 
 test('a token the gateway revokes (credentials reloaded) ends claude-remote at once: exit 1, saying why, no reconnect loop', async (t) => {
@@ -65,142 +216,6 @@ test('a token the gateway revokes (credentials reloaded) ends claude-remote at o
   assert.equal(reloaded.ended, 1, 'its socket was the one opened with the revoked token')
   assert.equal(await remote.exited, 1, remote.stderr())
   assert.match(remote.stderr(), /no longer accepts CLAUDE_REMOTE_TOKEN \(close 4401\)/)
-})
-
-test('flags the gateway cannot honour and unknown flags: a clear stderr line, exit 2, no session', async (t) => {
-  const gw = await gateway(t)
-  const cases: Array<[string[], RegExp]> = [
-    [[...SDK_ARGS, '--bogus-flag'], /unknown flag --bogus-flag/],
-    [[...SDK_ARGS, '--fork-session'], /--fork-session is not supported through the gateway/],
-    [[...SDK_ARGS, '--session-id=11111111-1111-4111-8111-111111111111'], /--session-id is not supported.*--resume/],
-    [[...SDK_ARGS, '--mcp-config', '{"mcpServers":{"x":{"command":"echo"}}}'], /--mcp-config is not supported/],
-    [[...SDK_ARGS, '--setting-sources='], /--setting-sources/],
-    [['--verbose', '--input-format', 'stream-json'], /--output-format is required/]
-  ]
-  for (const [args, message] of cases) {
-    const remote = spawnRemote(gw, args)
-    remote.child.stdin.end()
-    assert.equal(await remote.exited, 2, args.join(' '))
-    assert.match(remote.stderr(), message)
-    assert.deepEqual(remote.lines, [])
-  }
-  const missing = spawnRemote(gw, SDK_ARGS, { CLAUDE_REMOTE_URL: '' })
-  assert.equal(await missing.exited, 2)
-  assert.match(missing.stderr(), /CLAUDE_REMOTE_URL is not set/)
-  assert.equal((await gw.request('GET', '/v1/sessions')).body.sessions.length, 0)
-})
-
-test('argv flags become session options (the SDK\'s --flag=value forms)', async (t) => {
-  const gw = await gateway(t)
-  const remote = spawnRemote(gw, [...SDK_ARGS, '--model=claude-x-1', '--permission-mode=acceptEdits', '--allowedTools=Read,Bash(git log:*)', '--disallowedTools=Write', '--max-turns=3', '--include-partial-messages', '--append-system-prompt=be brief'])
-  t.after(() => remote.child.kill('SIGKILL'))
-  remote.write(userLine('echo options'))
-  await remote.waitLine((f) => f.type === 'result')
-  const session = await onlySession(gw)
-  assert.deepEqual(session.options, {
-    model: 'claude-x-1',
-    permission_mode: 'acceptEdits',
-    allowed_tools: ['Read', 'Bash(git log:*)'],
-    disallowed_tools: ['Write'],
-    max_turns: 3,
-    include_partial_messages: true,
-    append_system_prompt: 'be brief',
-    permission_prompt_tool: 'stdio',
-    // the SDK's CLAUDE_CODE_ENTRYPOINT (spawnRemote sets sdk-ts), so the CLI boots as the SDK's would
-    entrypoint: 'sdk-ts'
-  })
-  const spawned = gw.argvDumps(session.id).at(-1)
-  assert.equal(spawned?.env.CLAUDE_CODE_ENTRYPOINT, 'sdk-ts')
-  assert.ok(spawned?.argv.includes('--permission-prompt-tool'))
-  remote.child.stdin.end()
-  assert.equal(await remote.exited, 0)
-})
-
-test('a dropped connection mid-turn is resumed by seq: no line lost or repeated; a line written meanwhile arrives', async (t) => {
-  const gw = await gateway(t)
-  const remote = spawnRemote(gw)
-  t.after(() => remote.child.kill('SIGKILL'))
-  remote.write(sdkInitialize())
-  remote.write(userLine('slow 6 150'))
-  await remote.waitLine((f) => f.type === 'assistant')
-  // Cut the connection from the server side (the client sees 1006).
-  for (const ws of gw.app.websocketServer.clients) ws.terminate()
-  remote.write(userLine('echo written while disconnected'))
-  await remote.until(() => remote.lines.filter((l) => JSON.parse(l).type === 'result').length === 2, 'two results')
-  const session = await onlySession(gw)
-  remote.child.stdin.end()
-  assert.equal(await remote.exited, 0, remote.stderr())
-  assert.deepEqual(remote.lines, await cliLinesInHistory(gw, session.id))
-  const texts = gw.stdinLines(session.id).filter((l) => l.type === 'user').map((l) => l.message.content[0].text)
-  assert.deepEqual(texts, ['slow 6 150', 'echo written while disconnected'])
-})
-
-test('stdin EOF while a permission prompt waits: denied as the CLI denies it, the turn ends, exit 0', async (t) => {
-  const gw = await gateway(t)
-  const remote = spawnRemote(gw)
-  t.after(() => remote.child.kill('SIGKILL'))
-  remote.write(sdkInitialize())
-  remote.write(userLine('ask Bash touch eof-file.txt'))
-  const prompt = await remote.waitLine((f) => f.type === 'control_request' && f.request.subtype === 'can_use_tool')
-  const session = await onlySession(gw)
-  remote.child.stdin.end()
-  assert.equal(await remote.exited, 0, remote.stderr())
-  const answer = gw.stdinLines(session.id).find((l) => l.type === 'control_response' && l.response.request_id === prompt.request_id)
-  assert.equal(answer.response.subtype, 'error')
-  assert.match(answer.response.error, /stream closed/)
-  assert.ok(remote.lines.some((l) => JSON.parse(l).type === 'result'))
-  assert.equal((await gw.request('GET', `/v1/sessions/${session.id}`)).body.status, 'stopped')
-})
-
-test('exit code 1 when the last result was an error; SIGTERM stops the session with 143', async (t) => {
-  const gw = await gateway(t)
-  const failing = spawnRemote(gw)
-  t.after(() => failing.child.kill('SIGKILL'))
-  failing.write(userLine('api-error'))
-  const result = await failing.waitLine((f) => f.type === 'result')
-  assert.equal(result.is_error, true)
-  failing.child.stdin.end()
-  assert.equal(await failing.exited, 1)
-
-  const term = spawnRemote(gw)
-  t.after(() => term.child.kill('SIGKILL'))
-  term.write(userLine('slow 20 200'))
-  await term.waitLine((f) => f.type === 'assistant')
-  const sessions = (await gw.request('GET', '/v1/sessions')).body.sessions
-  const running = sessions.find((s: any) => s.status === 'running')
-  term.child.kill('SIGTERM')
-  assert.equal(await term.exited, 143)
-  const after = await gw.request('GET', `/v1/sessions/${running.id}`)
-  assert.notEqual(after.body.status, 'running')
-})
-
-test('--resume attaches to the gateway session; options that differ from it are refused', async (t) => {
-  const gw = await gateway(t)
-  const first = spawnRemote(gw)
-  t.after(() => first.child.kill('SIGKILL'))
-  first.write(userLine('echo first'))
-  await first.waitLine((f) => f.type === 'result')
-  first.child.stdin.end()
-  assert.equal(await first.exited, 0)
-  const session = await onlySession(gw)
-
-  const again = spawnRemote(gw, [...SDK_ARGS, `--resume=${session.id}`])
-  t.after(() => again.child.kill('SIGKILL'))
-  again.write(userLine('echo second'))
-  const result = await again.waitLine((f) => f.type === 'result')
-  assert.equal(result.session_id, session.id)
-  again.child.stdin.end()
-  assert.equal(await again.exited, 0)
-  // Only the new turn reached this host, not the earlier one's lines.
-  assert.equal(again.lines.filter((l) => JSON.parse(l).type === 'result').length, 1)
-  assert.equal((await gw.request('GET', '/v1/sessions')).body.sessions.length, 1)
-  // The gateway restarted the stopped CLI with --resume.
-  assert.ok(gw.argvDumps(session.id).at(-1)?.argv.includes('--resume'))
-
-  const mismatch = spawnRemote(gw, [...SDK_ARGS, `--resume=${session.id}`, '--model=other-model'])
-  mismatch.child.stdin.end()
-  assert.equal(await mismatch.exited, 2)
-  assert.match(mismatch.stderr(), /created with model/)
 })
 
 test('a control request and a user line with a uuid lost with the connection are sent again: answered once, run once', async (t) => {

@@ -65,10 +65,12 @@ export function startBridge (scope: Scope, url: string, bounds: BridgeBounds = {
 /**
  * A bridge through a gate that has run one turn (initialized, `echo first`
  * answered), its WebSocket then closed and new ones held until
- * `gate.release()`; `sessionId` is the gateway's session.
+ * `gate.release()`; `sessionId` is the gateway's session. On `shared`, a
+ * gateway several cases use (the gate and the session are this case's own),
+ * else on one of its own.
  */
-export async function cutOffAfterOneTurn (scope: Scope, bounds: BridgeBounds = {}): Promise<InProcessRemote & { gw: TestGateway, gate: Gate, sessionId: string }> {
-  const gw = await gateway(scope)
+export async function cutOffAfterOneTurn (scope: Scope, bounds: BridgeBounds = {}, shared?: TestGateway): Promise<InProcessRemote & { gw: TestGateway, gate: Gate, sessionId: string }> {
+  const gw = shared ?? await gateway(scope)
   const gate = await startGate(gw.url)
   scope.after(() => gate.close())
   const remote = startBridge(scope, gate.url, { random: () => 1, ...bounds })

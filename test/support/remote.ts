@@ -78,6 +78,20 @@ export async function onlySession (gw: TestGateway): Promise<any> {
   return list.body.sessions[0]
 }
 
+/** The ids of the sessions the gateway lists now (one page of the largest size): what a case on a shared gateway found before it began. */
+export async function sessionIds (gw: TestGateway): Promise<Set<string>> {
+  const list = await gw.request('GET', '/v1/sessions?limit=100')
+  assert.equal(list.body.next_cursor ?? null, null, 'more sessions than one page')
+  return new Set(list.body.sessions.map((s: any) => String(s.id)))
+}
+
+/** The one session listed that is not in `before` (claude-remote created exactly one), on a gateway shared by several cases. */
+export async function newSession (gw: TestGateway, before: Set<string>): Promise<any> {
+  const added = (await gw.request('GET', '/v1/sessions?limit=100')).body.sessions.filter((s: any) => !before.has(String(s.id)))
+  assert.equal(added.length, 1)
+  return added[0]
+}
+
 /**
  * A gateway with no keep_alive (so a forwarder sees only the bytes a test
  * makes), and claude-remote reaching it through a forwarder, initialized;
