@@ -132,7 +132,7 @@ describe('client: a displaced controller reconnecting', () => {
 
 describe('client: a displaced controller reconnecting to a node that does not run the CLI', { timeout: 60_000 }, () => {
   let cluster: GatewayNodes
-  before(async () => { cluster = await startNodes({ count: 2, redisUrl: REDIS_URL }) })
+  before(async () => { cluster = await startNodes({ count: 2, redisUrl: REDIS_URL, concurrent: true }) })
   after(async () => { await cluster.close() })
 
   it('the node running the CLI keeps the phone as holder and the laptop next in line', async (t) => {

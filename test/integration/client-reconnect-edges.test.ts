@@ -200,7 +200,7 @@ describe('client: a network that fails silently', () => {
     const client = new GatewayClient({ url: fwd.url, token: TOKEN_A, WebSocket: WebSocket as unknown as WebSocketCtor })
     const { id } = await client.createSession()
     t.after(() => new GatewayClient({ url: gw.url, token: TOKEN_A }).stopSession(id).catch(() => {}))
-    const { conn, rec } = connect(t, client, id, { auth: 'ticket', keepAliveTimeoutMs: 1000, reconnect: { initialMs: 5, maxMs: 20 } })
+    const { conn, rec } = connect(t, client, id, { auth: 'ticket', keepAliveTimeoutMs: 500, reconnect: { initialMs: 5, maxMs: 20 } })
     await rec.until(() => conn.state === 'open', 15_000, 'open')
     fwd.hole()
     // The watchdog drops the silent socket; the next attempt's ticket request goes into the hole.

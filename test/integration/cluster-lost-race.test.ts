@@ -8,7 +8,7 @@
  * node's refused acquire and that node's owner lookup, the window in which
  * such a message used to be refused with `session_elsewhere`. The CLI is a
  * stub that answers each user message with a result. The same scenario with
- * real gateway processes and their timing is in cluster-nodes.test.ts.
+ * real gateway processes and their timing is in cluster-nodes-failover.test.ts.
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'

@@ -9,92 +9,22 @@
  * Every suite runs twice: on one Redis (TEST_REDIS_URL, default
  * redis://127.0.0.1:6379, a unique prefix per suite) and on a private
  * three-master Redis Cluster (skipped, saying why, without redis-cli).
+ *
+ * This file: clients on several nodes, placement and tenant limits; a node
+ * that dies or freezes is in cluster-nodes-failover.test.ts, moving between
+ * nodes in cluster-nodes-moving.test.ts (split so they run side by side).
  */
 import assert from 'node:assert/strict'
-import { randomUUID } from 'node:crypto'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { Cluster, Redis } from 'ioredis'
-import { type Frame, isError, isHello, isPrompt, isResult, isStatus } from '../support/frames.js'
+import { isError, isHello, isPrompt, isResult, isStatus } from '../support/frames.js'
 import { TOKEN_A, TOKEN_B, TestClient, eventually, processAlive } from '../support/gateway.js'
-import { type GatewayNode, type GatewayNodes, holdsIt, isLost, startNodes, takeOver } from '../support/gateway-nodes.js'
-import { type RedisCluster, redisClusterMissing, startRedisCluster } from '../support/redis-cluster.js'
-import { REDIS_URL } from '../support/redis-server.js'
+import { type GatewayNodes, holdsIt, takeOver } from '../support/gateway-nodes.js'
+import { assertContiguous, backends, counter, nodesOn, promptsRead, seqFrames, storedLog, withRedis } from '../support/cluster-nodes-backends.js'
 
-/** The frames with a seq, as received (text), from `fromSeq` on. */
-function seqFrames (client: TestClient, fromSeq = 1, toSeq = Infinity): string[] {
-  return client.raw.filter((_, i) => typeof client.frames[i].seq === 'number' && client.frames[i].seq >= fromSeq && client.frames[i].seq <= toSeq)
-}
-
-const textOf = (f: Frame): string => f.type === 'assistant' ? f.message.content.map((b: any) => b.text ?? '').join('') : ''
-
-
-/** Where the nodes keep their store: one Redis, or a Redis Cluster. */
-interface Backend {
-  name: string
-  skip: string | false
-  url: () => Promise<string>
-  cluster: boolean
-}
-
-let redisCluster: Promise<RedisCluster> | null = null
-after(async () => { if (redisCluster !== null) await (await redisCluster).stop() })
-const clusterMissing = redisClusterMissing()
-const BACKENDS: Backend[] = [
-  { name: 'one Redis', skip: false, url: async () => REDIS_URL, cluster: false },
-  { name: 'a Redis Cluster', skip: clusterMissing ?? false, url: async () => (await (redisCluster ??= startRedisCluster())).url, cluster: true }
-]
-
-/** Every stored frame of the session, in stream order, parsed. */
-async function storedLog (nodes: GatewayNodes, sessionId: string): Promise<Frame[]> {
-  const url = new URL(nodes.redisUrl)
-  const redis = nodes.cluster ? new Cluster([{ host: url.hostname, port: Number(url.port) }]) : new Redis(nodes.redisUrl)
-  try {
-    const entries = await redis.xrange(`${nodes.prefix}{${sessionId}}:events`, '-', '+')
-    return entries.map(([id, fields]) => ({ id, ...JSON.parse(fields[1] as string) }))
-  } finally {
-    redis.disconnect()
-  }
-}
-
-/** A connection to the nodes' Redis (or Cluster) for `use`, closed after. */
-async function withRedis<T> (nodes: GatewayNodes, use: (redis: Redis | Cluster) => Promise<T>): Promise<T> {
-  const url = new URL(nodes.redisUrl)
-  const redis = nodes.cluster ? new Cluster([{ host: url.hostname, port: Number(url.port) }]) : new Redis(nodes.redisUrl)
-  try {
-    return await use(redis)
-  } finally {
-    redis.disconnect()
-  }
-}
-
-/** The user prompts a session's CLIs read on stdin, in order. */
-function promptsRead (nodes: GatewayNodes, sessionId: string): string[] {
-  const file = join(nodes.dataDir, 'fake-log', `${sessionId}.stdin.ndjson`)
-  return readFileSync(file, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Frame)
-    .filter((f) => f.type === 'user').map((f) => String(f.message.content))
-}
-
-/** A counter's value in a node's /metrics. */
-async function counter (node: GatewayNode, series: string): Promise<number> {
-  const text = await (await fetch(`${node.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN_A}` } })).text()
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `))
-  assert.ok(line !== undefined, `${series} in /metrics`)
-  return Number(line.slice(series.length + 1))
-}
-
-function assertContiguous (log: Frame[]): void {
-  log.forEach((f, i) => {
-    assert.equal(f.seq, i + 1, `seq ${i + 1} is at index ${i} of the stored log`)
-    assert.equal(f.id, `${f.seq}-0`)
-  })
-}
-
-for (const backend of BACKENDS) {
+for (const backend of backends()) {
   describe(`three gateway nodes on ${backend.name}`, { timeout: 60_000, skip: backend.skip }, () => {
     let cluster: GatewayNodes
-    before(async () => { cluster = await startNodes({ count: 3, redisUrl: await backend.url(), cluster: backend.cluster }) })
+    before(async () => { cluster = await nodesOn(backend, 3) })
     after(async () => { await cluster.close() })
 
     it('clients on every node see the same frames with the same seqs; only the owner takes input', async () => {
@@ -276,129 +206,9 @@ for (const backend of BACKENDS) {
     })
   })
 
-  describe(`a gateway node that dies or freezes (${backend.name})`, { timeout: 60_000, skip: backend.skip }, () => {
-    let cluster: GatewayNodes
-    before(async () => { cluster = await startNodes({ count: 3, redisUrl: await backend.url(), cluster: backend.cluster }) })
-    after(async () => { await cluster.close() })
-
-    it('kill -9 of the owner mid-turn is recorded as lost, and the next message resumes on another node with earlier turns intact', async () => {
-      const [a, b] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]]
-      const created = await a.create()
-      const holder = await a.connect(created.id, 'after=0')
-      await holder.waitFor(isHello)
-      holder.sendUser('echo first turn')
-      const firstResult = await holder.waitFor(isResult)
-      holder.sendUser('slow 50 100')
-      await holder.waitFor((f) => textOf(f).startsWith('slow #'))
-      // A controller on B takes the session over from A's client (routed to A), mid-turn.
-      const onB = await takeOver(b, created.id)
-      await a.kill()
-
-      // Within the lease, a surviving node records the end in the session's own log.
-      const lost = await onB.waitFor(isLost, 15_000)
-      const log = await storedLog(cluster, created.id)
-      assertContiguous(log)
-      assert.equal(log[log.length - 1]?.seq, lost.seq, 'the lost status is the last stored frame')
-      assert.deepEqual(seqFrames(holder), seqFrames(onB).slice(0, seqFrames(holder).length), 'what node A relayed before it died is what B replays')
-
-      // The next message, through B, starts the CLI on B with --resume; earlier turns stay in history.
-      assert.equal(onB.frames.filter(isHello).length, 1, 'the same connection all along')
-      const from = onB.frames.length
-      onB.sendUser('echo after the crash')
-      const again = await onB.waitFor(isResult, 10_000, from)
-      assert.ok(again.seq > lost.seq)
-      const dumps = cluster.argvDumps(created.id)
-      assert.equal(dumps.length, 2)
-      assert.ok(dumps[1]?.argv.includes('--resume'))
-      const history = await storedLog(cluster, created.id)
-      assertContiguous(history)
-      assert.ok(history.some((f) => f.seq === firstResult.seq && f.type === 'result'), 'the first turn is still in history')
-    })
-
-    it('a prompt routed to an owner that freezes is not lost: it runs where the session resumes', async () => {
-      // Node A died in the test before: B owns, the client is on C.
-      const [, a, b] = cluster.nodes as [unknown, typeof cluster.nodes[0], typeof cluster.nodes[0]]
-      const created = await a.create()
-      const onB = await takeOver(b, created.id)
-      onB.sendUser('echo before the freeze')
-      await onB.waitFor(isResult)
-      a.child.kill('SIGSTOP')
-      try {
-        const from = onB.frames.length
-        onB.sendUser('echo sent to a frozen owner')
-        // A never confirms it; its lease lapses, the session is recorded lost and resumes on B with the prompt.
-        await onB.waitFor(isLost, 20_000, from)
-        const result = await onB.waitFor(isResult, 20_000, from)
-        assert.equal(result.result, 'Echo: echo sent to a frozen owner')
-        const dumps = cluster.argvDumps(created.id)
-        assert.equal(dumps.length, 2)
-        assert.ok(dumps[1]?.argv.includes('--resume'))
-      } finally {
-        a.child.kill('SIGCONT')
-      }
-      assertContiguous(await storedLog(cluster, created.id))
-    })
-
-    it('a message the old owner already ran, sent again with its uuid after the session moved, does not run twice', async () => {
-      const [, a, b] = cluster.nodes as [unknown, typeof cluster.nodes[0], typeof cluster.nodes[0]]
-      const created = await a.create()
-      const onB = await takeOver(b, created.id)
-      const once = { type: 'user', uuid: randomUUID(), message: { role: 'user', content: 'echo run me once' } }
-      onB.send(once)
-      await onB.waitFor(isResult)
-      a.child.kill('SIGSTOP')
-      try {
-        await onB.waitFor(isLost, 20_000)
-      } finally {
-        a.child.kill('SIGCONT')
-      }
-      // At once, while the node that recorded the loss may still be letting the lease go, as a
-      // client does when it cannot tell whether its message arrived: the same uuid again, now
-      // handled on B, which learnt the uuid from the user_message A recorded.
-      const from = onB.frames.length
-      onB.send(once)
-      onB.sendUser('echo after the move')
-      const result = await onB.waitFor(isResult, 20_000, from)
-      assert.equal(result.result, 'Echo: echo after the move')
-      const asked = (await storedLog(cluster, created.id)).filter((f) => f.type === 'gateway' && f.subtype === 'user_message')
-      assert.deepEqual(asked.map((f) => f.message.content), ['echo run me once', 'echo after the move'])
-      assert.equal(asked[0]?.uuid, once.uuid)
-      assert.deepEqual(onB.frames.slice(from).filter(isResult).map((f) => f.result), ['Echo: echo after the move'], 'one turn ran on B')
-      assert.deepEqual(onB.frames.slice(from).filter((f) => f.type === 'gateway' && f.subtype === 'error'), [], 'neither message was refused')
-    })
-
-    it('an owner frozen past its lease (SIGSTOP) and then continued cannot append, and its clients are told to reconnect', async () => {
-      const [, b, c] = cluster.nodes as [unknown, typeof cluster.nodes[0], typeof cluster.nodes[0]]
-      const created = await b.create()
-      const holder = await b.connect(created.id, 'after=0')
-      const onC = await c.connect(created.id, 'after=0&role=observer')
-      await holder.waitFor(isHello)
-      await onC.waitFor(isHello)
-      holder.sendUser('slow 30 100')
-      await holder.waitFor((f) => textOf(f).startsWith('slow #'))
-      const cliPid = (await b.session(created.id)).body.pid as number
-      assert.ok(Number.isInteger(cliPid))
-      b.child.kill('SIGSTOP')
-      try {
-        // Node C records the session lost once B's lease lapses; B's CLI keeps printing into its pipe meanwhile.
-        await onC.waitFor(isLost, 15_000)
-      } finally {
-        b.child.kill('SIGCONT')
-      }
-      const lostSeq = (onC.frames.find(isLost) as Frame).seq as number
-      // B wakes up, reads what its CLI printed, is refused by the store, and ends the CLI and its clients.
-      assert.equal(await holder.waitClose(15_000), 1012)
-      await eventually(() => !processAlive(cliPid), 10_000, 'the fenced CLI to be stopped')
-      const log = await storedLog(cluster, created.id)
-      assertContiguous(log)
-      assert.equal(log[log.length - 1]?.seq, lostSeq, 'nothing was appended after the lost status')
-      assert.ok(!seqFrames(holder).some((text) => JSON.parse(text).seq > lostSeq), 'B relayed nothing it could not store')
-    })
-  })
-
   describe(`placement across nodes (${backend.name})`, { timeout: 60_000, skip: backend.skip }, () => {
     let cluster: GatewayNodes
-    before(async () => { cluster = await startNodes({ count: 2, redisUrl: await backend.url(), cluster: backend.cluster, env: { MAX_SESSIONS: '1' } }) })
+    before(async () => { cluster = await nodesOn(backend, 2, { MAX_SESSIONS: '1' }) })
     after(async () => { await cluster.close() })
 
     it('a create on a full node starts the CLI on a node with room; refused only when every node is full', async () => {
@@ -423,12 +233,7 @@ for (const backend of BACKENDS) {
   describe(`tenant limits across nodes (${backend.name})`, { timeout: 60_000, skip: backend.skip }, () => {
     let cluster: GatewayNodes
     before(async () => {
-      cluster = await startNodes({
-        count: 2,
-        redisUrl: await backend.url(),
-        cluster: backend.cluster,
-        env: { MAX_SESSIONS_PER_TENANT: '2', GATEWAY_TOKENS: `${TOKEN_A}=tenant-a,${TOKEN_B}=tenant-b` }
-      })
+      cluster = await nodesOn(backend, 2, { MAX_SESSIONS_PER_TENANT: '2', GATEWAY_TOKENS: `${TOKEN_A}=tenant-a,${TOKEN_B}=tenant-b` })
     })
     after(async () => { await cluster.close() })
 
@@ -454,74 +259,6 @@ for (const backend of BACKENDS) {
       // A create answered 201 was reported first: a create made after it, on any node, counts it.
       const over = await create(a, TOKEN_A)
       assert.equal(over.status, 429)
-    })
-  })
-
-  describe(`moving between nodes (${backend.name})`, { timeout: 90_000, skip: backend.skip }, () => {
-    let cluster: GatewayNodes
-    before(async () => { cluster = await startNodes({ count: 3, redisUrl: await backend.url(), cluster: backend.cluster, env: { SHUTDOWN_GRACE_MS: '20000' } }) })
-    after(async () => { await cluster.close() })
-
-    it('a reconnect storm that hops between nodes loses and duplicates nothing', async () => {
-      const [a] = cluster.nodes as [typeof cluster.nodes[0]]
-      const created = await a.create()
-      const holder = await a.connect(created.id, 'after=0')
-      await holder.waitFor(isHello)
-      holder.sendUser('slow 60 25')
-      const seen: number[] = []
-      let hops = 0
-      for (;;) {
-        const node = cluster.nodes[hops % cluster.nodes.length] as typeof cluster.nodes[0]
-        const hopper = await node.connect(created.id, `after=${seen[seen.length - 1] ?? 0}&role=observer`)
-        await hopper.waitFor(isHello)
-        // A few frames on this connection (or the end of the turn), then drop it without a goodbye.
-        await hopper.until(() => hopper.seqFrames.length >= 3 || hopper.frames.some(isResult), 10_000)
-        hopper.terminate()
-        for (const f of hopper.seqFrames) seen.push(f.seq as number)
-        hops++
-        if (hopper.frames.some(isResult)) break
-      }
-      assert.ok(hops >= 10, `hopped ${hops} times during the turn`)
-      const result = await holder.waitFor(isResult)
-      assert.ok(seen.length >= result.seq)
-      assert.deepEqual(seen, Array.from({ length: seen.length }, (_, i) => i + 1), 'every seq once, in order, across all connections')
-    })
-
-    it('a rolling restart of all three nodes during a turn loses no turn and no frame', async () => {
-      const created = await (cluster.nodes[0] as typeof cluster.nodes[0]).create()
-      const seqs: number[] = []
-      const frames: Frame[] = []
-      let client = await takeOver(cluster.nodes[1] as GatewayNode, created.id)
-      client.sendUser('slow 80 100')
-      await client.waitFor((f) => textOf(f).startsWith('slow #'))
-      const collect = (c: TestClient): void => { for (const f of c.seqFrames) { seqs.push(f.seq); frames.push(f) } }
-
-      // Restart C, then B (the client's node: it comes back through C), then A (the owner, mid-turn).
-      for (const index of [2, 1, 0]) {
-        const node = cluster.nodes[index] as typeof cluster.nodes[0]
-        node.child.kill('SIGTERM')
-        if (index === 1) {
-          assert.equal(await client.waitClose(20_000), 1012, 'told to reconnect')
-          collect(client)
-          client = await (cluster.nodes[2] as typeof cluster.nodes[0]).connect(created.id, `after=${seqs[seqs.length - 1] ?? 0}`)
-          await client.waitFor(isHello)
-        }
-        assert.equal(await node.exited, 0, `${node.id} drained and exited cleanly`)
-        cluster.nodes[index] = await cluster.start(node.id)
-      }
-      // The owner finished the turn before it stopped the CLI; the client saw it all through C.
-      const result = await client.waitFor(isResult, 20_000)
-      await client.waitFor((f) => isStatus('stopped')(f) && f.seq > result.seq, 20_000)
-      const from = client.frames.length
-      client.sendUser('echo after the rolling restart')
-      const next = await client.waitFor(isResult, 20_000, from)
-      collect(client)
-      assert.ok(seqs.length >= next.seq)
-      assert.deepEqual(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1), 'every seq once, in order, across the restarts')
-      const slow = frames.filter((f) => textOf(f).startsWith('slow #')).map(textOf)
-      assert.deepEqual(slow, Array.from({ length: 80 }, (_, i) => `slow #${i}`), 'the whole turn, no part lost')
-      assert.equal(result.is_error, false)
-      assertContiguous(await storedLog(cluster, created.id))
     })
   })
 }

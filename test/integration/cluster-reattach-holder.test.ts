@@ -14,7 +14,7 @@ import { eventually } from '../support/waiters.js'
 
 describe('a client of another node attached again', { timeout: 60_000 }, () => {
   let cluster: GatewayNodes
-  before(async () => { cluster = await startNodes({ count: 2, redisUrl: REDIS_URL }) })
+  before(async () => { cluster = await startNodes({ count: 2, redisUrl: REDIS_URL, concurrent: true }) })
   after(async () => { await cluster.close() })
 
   it('does not take the session from the newer controller holding it', async () => {

@@ -16,7 +16,7 @@ import { REDIS_URL } from '../support/redis-server.js'
 describe('a call the owner takes long to carry out', { timeout: 60_000 }, () => {
   let cluster: GatewayNodes
   before(async () => {
-    cluster = await startNodes({ count: 2, redisUrl: REDIS_URL, env: { CLI_STOP_TIMEOUT_MS: '3000', CLAUDE_ARGS_EXTRA: '--fake-mode hang,ignore-sigterm' } })
+    cluster = await startNodes({ count: 2, redisUrl: REDIS_URL, concurrent: true, env: { CLI_STOP_TIMEOUT_MS: '3000', CLAUDE_ARGS_EXTRA: '--fake-mode hang,ignore-sigterm' } })
   })
   after(async () => { await cluster.close() })
 

@@ -25,7 +25,7 @@ describe('a frozen owner that wakes with a routed message in its inbox', { timeo
   let cluster: GatewayNodes
   const dir = mkdtempSync(join(tmpdir(), 'cgw-frozen-inbox-'))
   // A fenced CLI that takes its time to go (as one busy in a tool does) reads what it was last written.
-  before(async () => { cluster = await startNodes({ count: 2, redisUrl: REDIS_URL, env: { CLAUDE_ARGS_EXTRA: `--fake-log-dir ${join(dir, 'log')} --fake-mode ignore-sigterm` } }) })
+  before(async () => { cluster = await startNodes({ count: 2, redisUrl: REDIS_URL, concurrent: true, env: { CLAUDE_ARGS_EXTRA: `--fake-log-dir ${join(dir, 'log')} --fake-mode ignore-sigterm` } }) })
   /** The user prompts the session's CLIs, on any node, read on stdin, in order. */
   const promptsGiven = (id: string): string[] => readFileSync(join(dir, 'log', `${id}.stdin.ndjson`), 'utf8').split('\n')
     .filter((l) => l.includes('"user"')).map((l) => String(JSON.parse(l).message.content))

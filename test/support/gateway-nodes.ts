@@ -48,6 +48,11 @@ export interface NodesOptions {
   /** REDIS_URL names a Redis Cluster seed (its keys go with the cluster). */
   cluster?: boolean
   env?: Record<string, string>
+  /**
+   * Start the nodes at the same time instead of one after another: most of a
+   * start is the process loading its modules, so this shortens a suite's set-up.
+   */
+  concurrent?: boolean
 }
 
 export async function startNodes (options: NodesOptions): Promise<GatewayNodes> {
@@ -100,7 +105,15 @@ export async function startNodes (options: NodesOptions): Promise<GatewayNodes> 
   }
   const nodes: GatewayNode[] = []
   try {
-    for (const id of Array.from({ length: options.count }, (_, i) => `node-${String.fromCharCode(97 + i)}`)) nodes.push(await start(id))
+    const ids = Array.from({ length: options.count }, (_, i) => `node-${String.fromCharCode(97 + i)}`)
+    if (options.concurrent === true) {
+      // allSettled: a failed start must not leave the others running unseen (each is in `started` once up).
+      const results = await Promise.allSettled(ids.map(async (id) => await start(id)))
+      for (const r of results) if (r.status === 'rejected') throw r.reason
+      for (const r of results) if (r.status === 'fulfilled') nodes.push(r.value)
+    } else {
+      for (const id of ids) nodes.push(await start(id))
+    }
   } catch (err) {
     for (const n of started) await n.kill()
     await rm(dataDir, { recursive: true, force: true })
