@@ -65,7 +65,9 @@ async function startJoinedGateway (procsFiles: string[], env: Record<string, str
   return await startGatewayProcess(env, 15_000, { command: (node, args) => ({ file: '/bin/sh', args: joinArgs(procsFiles, node, args) }) })
 }
 
-describe('cgroups a SIGKILLed gateway left, after the limits changed', { skip: unavailable ?? false }, () => {
+// Side by side: each case has its own cgroup parent, DATA_DIR (so pid files) and loop script, and a gateway
+// sweeps only its own parent; most of a case is waiting on its gateways' starts.
+describe('cgroups a SIGKILLed gateway left, after the limits changed', { skip: unavailable ?? false, concurrency: true }, () => {
   it('are ended and removed by the next gateway with another limit in another hierarchy (CLI_MEMORY_MAX_MB, then CLI_PIDS_MAX)', { timeout: 60_000 }, async (t) => {
     const cgroup = `/cgw-test-${randomBytes(4).toString('hex')}`
     const memory = parentFolders(findParents(['memory'], cgroup))[0] as string

@@ -26,7 +26,9 @@ async function listening (port: number): Promise<boolean> {
   })
 }
 
-describe('a test file ended early', () => {
+// The three files are independent (each its own Redis port, gateway and CLI, found by pid): run side by
+// side, most of each case is waiting on its file's starts.
+describe('a test file ended early', { concurrency: true }, () => {
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGKILL'] as const) {
     it(`leaves no Redis server, gateway, CLI or tool running after ${signal}`, { timeout: 60_000 }, async (t) => {
       const file = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/early-exit-file.ts'], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] })

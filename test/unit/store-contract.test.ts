@@ -3,23 +3,21 @@
  * specific to Redis (key layout, lazy index cleanup, error handling).
  *
  * The Redis cases use TEST_REDIS_URL when set, else 127.0.0.1:6379; each store
- * gets a unique random prefix whose keys are deleted afterwards. The contract
- * runs once more on a private three-master Redis Cluster (started at the
- * first case, removed when the file ends; skipped without redis-cli).
+ * gets a unique random prefix whose keys are deleted afterwards. The run on a
+ * Redis Cluster is store-contract-cluster.test.ts (a file of its own, so the
+ * runner runs it beside this one).
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import { type Socket, createServer } from 'node:net'
-import { after, afterEach, describe, it } from 'node:test'
+import { afterEach, describe, it } from 'node:test'
 import { MemoryStore } from '../../src/store/memory.js'
 import { RedisStore } from '../../src/store/redis.js'
 import type { RetentionOptions } from '../../src/store/store.js'
-import { type RedisCluster, redisClusterMissing, startRedisCluster } from '../support/redis-cluster.js'
 import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
 import { DEFAULT_RETENTION, events, session, storeContract } from '../support/store-contract.js'
 import { eventually } from '../support/waiters.js'
-
 
 storeContract('memory', async (retention) => {
   const store = new MemoryStore({ retention })
@@ -46,33 +44,6 @@ function makeRedis (retention: RetentionOptions): { store: RedisStore; prefix: s
 }
 
 storeContract('redis', async (retention) => makeRedis(retention), { trimSlack: () => 100 })
-
-const clusterMissing = redisClusterMissing()
-if (clusterMissing === null) {
-  let cluster: Promise<RedisCluster> | null = null
-  after(async () => { if (cluster !== null) await (await cluster).stop() })
-  // The cluster is private to this file: its keys go with it, no per-store deletion.
-  storeContract('redis cluster', async (retention) => {
-    cluster ??= startRedisCluster()
-    const url = (await cluster).url
-    const prefix = `cgw-test:${randomUUID()}:`
-    const store = new RedisStore({ url, cluster: true, prefix, retention })
-    const peers: RedisStore[] = []
-    return {
-      store,
-      peer: async () => {
-        const peer = new RedisStore({ url, cluster: true, prefix, retention })
-        peers.push(peer)
-        return peer
-      },
-      cleanup: async () => { for (const s of [store, ...peers.splice(0)]) await s.close() }
-    }
-  }, { trimSlack: () => 100 })
-} else {
-  describe('EventStore contract: redis cluster', () => {
-    it('runs on a Redis Cluster', { skip: clusterMissing }, () => {})
-  })
-}
 
 describe('RedisStore specifics', () => {
   const open: (() => Promise<void>)[] = []
