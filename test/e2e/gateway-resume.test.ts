@@ -8,7 +8,7 @@ import { allUserTexts, startMockAnthropic, type MockAnthropic } from '../support
 import { REDIS_URL, deleteKeys, redisCommand } from '../support/redis-server.js'
 import { commandLine } from '../support/gateway.js'
 import {
-  E2E_TEST_TIMEOUT_MS, WAIT_MS, type E2e, assertContiguous, closeAll, waitLive, isCanUseTool, isCli, isGateway, makeScratch, startE2e, streamedPrompt
+  E2E_TEST_TIMEOUT_MS, WAIT_MS, type E2e, type Scratch, assertContiguous, closeAll, waitLive, isCanUseTool, isCli, isGateway, makeScratch, startE2e, streamedPrompt
 } from '../support/e2e.js'
 import { eventually } from '../support/waiters.js'
 
@@ -129,8 +129,24 @@ interface TwoNodes { mock: MockAnthropic, nodeA: E2e, nodeB: E2e, prefix: string
 /**
  * Two nodes, each its own DATA_DIR (CLI config dirs, pid files) and HOME;
  * shared only the store (and its secret) and the workspace folders, at the
- * same path on both. Skips without a Redis; removes everything afterwards.
+ * same path on both. Node A is each case's own (the case ends it), node B and
+ * the stand-in serve every case: a case stops what it resumed on node B, so
+ * no CLI of an earlier case talks to the stand-in during a later one. Skips
+ * without a Redis; removes everything afterwards.
  */
+let twoNodes: { mock: MockAnthropic, nodeB: E2e, prefix: string, shared: Record<string, string>, scratchB: Scratch } | undefined
+after(async () => {
+  if (twoNodes === undefined) return
+  const { mock, nodeB, prefix, scratchB } = twoNodes
+  try {
+    await nodeB.close()
+  } finally {
+    await mock.close()
+    scratchB.remove()
+    await deleteKeys(REDIS_URL, prefix).catch(() => 0)
+  }
+})
+
 async function onTwoNodes (t: TestContext, body: (nodes: TwoNodes) => Promise<void>): Promise<void> {
   try {
     await redisCommand(REDIS_URL, ['PING'], { timeoutMs: 1000 })
@@ -138,26 +154,35 @@ async function onTwoNodes (t: TestContext, body: (nodes: TwoNodes) => Promise<vo
     t.skip(`no Redis answers at ${REDIS_URL} (${(err as Error).message}): run it through npm test, which starts a private redis-server, or set TEST_REDIS_URL to a running Redis`)
     return
   }
-  const prefix = `cgw-e2e-${randomUUID()}:`
+  if (twoNodes === undefined) {
+    const prefix = `cgw-e2e-${randomUUID()}:`
+    const scratchB = makeScratch()
+    const shared = { REDIS_URL, REDIS_PREFIX: prefix, STORE_SECRET: randomUUID(), WORKSPACE_ROOT: `${scratchB.root}/shared-workspaces` }
+    const mock = await startMockAnthropic()
+    try {
+      twoNodes = { mock, prefix, shared, scratchB, nodeB: await startE2e({ scratch: scratchB, mock, env: { ...shared, NODE_ID: 'node-b' } }) }
+    } catch (err) {
+      await mock.close()
+      scratchB.remove()
+      throw err
+    }
+  }
+  const { mock, nodeB, prefix, shared } = twoNodes
   const scratchA = makeScratch()
-  const scratchB = makeScratch()
-  const shared = { REDIS_URL, REDIS_PREFIX: prefix, STORE_SECRET: randomUUID(), WORKSPACE_ROOT: `${scratchA.root}/shared-workspaces` }
-  let mock: MockAnthropic | undefined
   let nodeA: E2e | undefined
-  let nodeB: E2e | undefined
   try {
-    mock = await startMockAnthropic()
     nodeA = await startE2e({ scratch: scratchA, mock, env: { ...shared, NODE_ID: 'node-a' } })
-    nodeB = await startE2e({ scratch: scratchB, mock, env: { ...shared, NODE_ID: 'node-b' } })
     await body({ mock, nodeA, nodeB, prefix })
   } finally {
-    await nodeB?.close()
     await nodeA?.close()
-    await mock?.close()
     scratchA.remove()
-    scratchB.remove()
-    await deleteKeys(REDIS_URL, prefix).catch(() => 0)
   }
+}
+
+/** Stops a session node B resumed: its CLI is gone before the next case counts the stand-in's requests. */
+async function stopOnB (nodeB: E2e, sessionId: string): Promise<void> {
+  const stopped = await nodeB.gw.request('DELETE', `/v1/sessions/${sessionId}`)
+  assert.equal(stopped.status, 200, JSON.stringify(stopped.body))
 }
 
 test('another node resumes the conversation: config dirs on each node\'s own disk, the conversation carried through Redis', { timeout: E2E_TEST_TIMEOUT_MS }, async (t) => {
@@ -178,6 +203,7 @@ test('another node resumes the conversation: config dirs on each node\'s own dis
     assert.ok(allUserTexts(request.body).some((text) => text.includes('Before the move')), 'the turn run on node A is in node B\'s request')
     assert.ok(assistantTexts(request.body).includes('Echo: Before the move'), 'and so is its answer')
     assertContiguous(onB.seqFrames)
+    await stopOnB(nodeB, session.id)
   })
 })
 
@@ -214,6 +240,7 @@ test('a node that dies mid-turn leaves the turn\'s steps so far: the tool call w
     assert.ok(blocks.some((b) => b.type === 'tool_use' && b.id === toolUseId), 'node B\'s CLI remembers the tool call made on node A')
     // The API refuses a tool_use without its tool_result: the resumed CLI closes it itself.
     assert.ok(blocks.some((b) => b.type === 'tool_result' && b.tool_use_id === toolUseId), JSON.stringify(blocks))
+    await stopOnB(nodeB, session.id)
   })
 })
 
@@ -242,5 +269,6 @@ test('a conversation copy changed in Redis never reaches the CLI of the node tha
     assert.match(JSON.stringify(result.errors), /No conversation found/)
     assert.equal(mock.messageRequests().length, requestsBefore, 'no request after the change')
     assert.ok(!mock.requests.some((r) => JSON.stringify(r.body ?? '').includes('Injected by someone')), 'the changed text reached no model')
+    await stopOnB(nodeB, session.id)
   })
 })

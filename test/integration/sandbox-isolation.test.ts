@@ -9,17 +9,19 @@ import assert from 'node:assert/strict'
 import { existsSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, it, type TestContext } from 'node:test'
-import { TOKEN_B, type TestClient, type TestGateway, eventually, processAlive, gateway } from '../support/gateway.js'
+import { before, describe, it, type TestContext } from 'node:test'
+import { type Scope, TOKEN_B, type TestClient, type TestGateway, eventually, processAlive, gateway, suiteScope } from '../support/gateway.js'
 import { pidsWithArgv, run, sandboxUnavailable, say } from '../support/sandbox.js'
 
 const unavailable = sandboxUnavailable()
 
 interface Setup { gw: TestGateway, id: string, holder: TestClient, secretOfB: string, configOfB: string }
+interface Shared { gw: TestGateway, secretOfB: string, configOfB: string }
 
-async function setup (t: TestContext, body: Record<string, unknown> = {}): Promise<Setup> {
+/** The gateway of the cases below and tenant B's session holding a secret: one for all, each case has its own tenant-a session. */
+async function sharedGateway (scope: Scope): Promise<Shared> {
   // No --fake-log-dir: it is under the gateway's DATA_DIR, which no sandbox shows.
-  const gw = await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '' } })
+  const gw = await gateway(scope, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '' } })
   const b = await gw.createSession({}, TOKEN_B)
   const holderB = await gw.connect(b.id, '', TOKEN_B)
   await holderB.waitFor((f) => f.subtype === 'hello')
@@ -27,16 +29,24 @@ async function setup (t: TestContext, body: Record<string, unknown> = {}): Promi
   const secretOfB = realpathSync(join(gw.dataDir, 'workspaces', 'tenant-b', b.id, 'secret.txt'))
   const configOfB = join(gw.dataDir, 'claude-config', 'tenant-b')
   writeFileSync(join(configOfB, '.credentials.json'), '{"token":"tenant-b"}')
-  const created = await gw.createSession(body)
-  const holder = await gw.connect(created.id)
+  return { gw, secretOfB, configOfB }
+}
+
+async function setup (t: TestContext, shared: Shared, body: Record<string, unknown> = {}): Promise<Setup> {
+  const created = await shared.gw.createSession(body)
+  const holder = await shared.gw.connect(created.id)
   t.after(() => holder.terminate())
   await holder.waitFor((f) => f.subtype === 'hello')
-  return { gw, id: created.id, holder, secretOfB, configOfB }
+  return { ...shared, id: created.id, holder }
 }
 
 describe('SANDBOX=bwrap (fake CLI)', { skip: unavailable ?? false }, () => {
+  const scope = suiteScope()
+  let shared: Shared
+  before(async () => { shared = await sharedGateway(scope) })
+
   it("shows a tool only its own processes, not the gateway's /proc entry or environment", async (t) => {
-    const { holder } = await setup(t)
+    const { holder } = await setup(t, shared)
     // The gateway is this test process.
     const environ = await run(holder, `cat /proc/${process.pid}/environ; echo; cat /proc/${process.pid}/cmdline`)
     assert.match(environ, /No such file or directory/)
@@ -49,7 +59,7 @@ describe('SANDBOX=bwrap (fake CLI)', { skip: unavailable ?? false }, () => {
   })
 
   it("shows the tenant's own folders read-write and neither other tenants nor the gateway's data dir", async (t) => {
-    const { gw, id, holder, secretOfB, configOfB } = await setup(t)
+    const { gw, id, holder, secretOfB, configOfB } = await setup(t, shared)
     const mine = join(realpathSync(join(gw.dataDir, 'workspaces', 'tenant-a')), id) // made inside the sandbox
     assert.equal(await run(holder, 'pwd'), `${mine}\n[exit 0]`, 'the session folder, same path as on the host')
     assert.match(await run(holder, 'echo mine > mine.txt && cat mine.txt'), /^mine\n\[exit 0\]$/)
@@ -70,7 +80,7 @@ describe('SANDBOX=bwrap (fake CLI)', { skip: unavailable ?? false }, () => {
   })
 
   it('creates and enters a cwd inside the tenant root, at the same path as on the host', async (t) => {
-    const { gw, holder } = await setup(t, { cwd: 'proj/deep/er' })
+    const { gw, holder } = await setup(t, shared, { cwd: 'proj/deep/er' })
     const root = realpathSync(join(gw.dataDir, 'workspaces', 'tenant-a'))
     assert.equal(await run(holder, 'pwd -P'), `${join(root, 'proj/deep/er')}\n[exit 0]`)
     assert.ok(existsSync(join(root, 'proj/deep/er')), 'made by the sandbox, visible on the host')
@@ -81,7 +91,7 @@ describe('SANDBOX=bwrap (fake CLI)', { skip: unavailable ?? false }, () => {
   })
 
   it("passes the CLI only the gateway's allowlisted environment, the sandbox's HOME/TMPDIR and the proxy", async (t) => {
-    const { gw, holder } = await setup(t)
+    const { gw, holder } = await setup(t, shared)
     const env = JSON.parse(await say(holder, 'env')) as Record<string, string>
     const proxy = 'http://127.0.0.1:3128'
     assert.equal(env.HTTPS_PROXY, proxy)
@@ -98,7 +108,7 @@ describe('SANDBOX=bwrap (fake CLI)', { skip: unavailable ?? false }, () => {
   })
 
   it("ends a tool's background processes with the session, even one that left the process group", async (t) => {
-    const { gw, id, holder } = await setup(t)
+    const { gw, id, holder } = await setup(t, shared)
     // setsid: its own session and process group, out of reach of the gateway's group signals
     // (what a tool can do without a sandbox). Unique durations to find them on the host.
     const escaped = ['sleep', '987.125']

@@ -10,16 +10,21 @@
 import assert from 'node:assert/strict'
 import { lstatSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { describe, it } from 'node:test'
-import { TOKEN_B } from '../support/gateway.js'
+import { before, describe, it } from 'node:test'
+import { TOKEN_B, type TestGateway, suiteScope } from '../support/gateway.js'
 import { run, sandboxUnavailable } from '../support/sandbox.js'
 import { bwrapGateway, sandboxHolder } from '../support/sandbox-holder.js'
 
 const unavailable = sandboxUnavailable()
 
 describe('SANDBOX=bwrap: the tenant\'s user skills, subagents and commands (fake CLI)', { skip: unavailable ?? false }, () => {
+  // The first two cases share a gateway (default settings): each looks at its folders on a new session's start.
+  const scope = suiteScope()
+  let shared: TestGateway
+  before(async () => { shared = await bwrapGateway(scope) })
+
   it('are empty and read-only; a tool\'s write fails and the host folders stay as they were', async (t) => {
-    const gw = await bwrapGateway(t)
+    const gw = shared
     const configDir = join(gw.dataDir, 'claude-config', 'tenant-a')
     mkdirSync(join(configDir, 'agents'), { recursive: true })
     writeFileSync(join(configDir, 'agents', 'kept.md'), 'operator\'s\n')
@@ -32,7 +37,7 @@ describe('SANDBOX=bwrap: the tenant\'s user skills, subagents and commands (fake
   })
 
   it('a symlink a tool left in their place is moved aside, never followed: another tenant\'s folder is neither shown nor covered', async (t) => {
-    const gw = await bwrapGateway(t)
+    const gw = shared
     await sandboxHolder(gw, t, TOKEN_B) // makes tenant-b's config dir
     const skillsOfB = join(gw.dataDir, 'claude-config', 'tenant-b', 'skills')
     mkdirSync(join(skillsOfB, 'b-skill'), { recursive: true })

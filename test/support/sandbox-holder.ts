@@ -4,10 +4,10 @@
  * commands (test/support/sandbox.ts) inside that tenant's sandbox.
  */
 import type { TestContext } from 'node:test'
-import { type TestClient, type TestGateway, gateway } from './gateway.js'
+import { type Scope, type TestClient, type TestGateway, gateway } from './gateway.js'
 
-/** A gateway closed when the test ends; `env` adds to (or overrides) SANDBOX=bwrap. */
-export async function bwrapGateway (t: TestContext, env: Record<string, string> = {}): Promise<TestGateway> {
+/** A gateway closed when the test (or a `suiteScope()`) ends; `env` adds to (or overrides) SANDBOX=bwrap. */
+export async function bwrapGateway (t: Scope, env: Record<string, string> = {}): Promise<TestGateway> {
   // No --fake-log-dir: it is under the gateway's DATA_DIR, which no sandbox shows.
   return await gateway(t, { env: { SANDBOX: 'bwrap', CLAUDE_ARGS_EXTRA: '', ...env } })
 }
