@@ -63,8 +63,10 @@ export class ConsoleApp {
   open (id: string, info?: SessionInfo, role?: Role): void {
     // A history entry per session opened: Back returns to the previous one (hashchange).
     if (hashRoute()?.id !== id) history.pushState(null, '', `#/session/${id}`)
-    // The session shown is left as it is, unless its connection ended for good: choosing it again attaches again.
-    if (this.#view !== null && !this.#view.closed && this.#main.querySelector(`[data-session-id="${CSS.escape(id)}"]`) !== null) return
+    // The session shown is left as it is, unless its connection ended for good (choosing it again attaches again)
+    // or another role is asked for (`?role=` changed in the address: watch instead of hold, or the reverse).
+    if (this.#view !== null && !this.#view.closed && (role === undefined || role === this.#view.role) &&
+      this.#main.querySelector(`[data-session-id="${CSS.escape(id)}"]`) !== null) return
     this.#view?.close()
     this.#view = null
     this.#sessions.select(id)

@@ -62,6 +62,7 @@ export class SessionView {
   /** Prompts this tab observes, in full from the HTTP API (their request_pending has no input); a string: why not (yet). */
   readonly #observed = new Map<string, PermissionRequest | string>()
   #observeTimer: ReturnType<typeof setTimeout> | null = null
+  readonly #asked: Role
 
   constructor (options: SessionViewOptions) {
     this.#client = options.client
@@ -106,6 +107,7 @@ export class SessionView {
 
     // This tab held it before a reload: take it back (the gateway may not have seen the old socket go yet).
     const role = options.role ?? (options.info.holder === null || heldHere(options.info.id) ? 'controller' : 'observer')
+    this.#asked = role
     this.#conn = options.client.connect(options.info.id, { role, after: 0, auth: 'subprotocol' })
     const c = this.#conn
     this.#unsubscribe = [
@@ -127,6 +129,11 @@ export class SessionView {
       })
     ]
     this.#render()
+  }
+
+  /** The role it has (or, before the gateway said, the role it asked for). */
+  get role (): Role {
+    return this.#conn.role ?? this.#asked
   }
 
   /** Whether its connection ended for good (a close the client does not come back from, or close()). */
