@@ -99,6 +99,10 @@ export class CliProcess implements CliHandle {
   #endQueued = false
   /** pauseOutput was asked last (resumeOutput not since): kept for pipes handed over later. */
   #outputPaused = false
+  /** The one stop ladder: a second stop() joins it rather than signalling the group again. */
+  #stopping: Promise<CliExit> | null = null
+  /** Hands on a last stdout and stderr line that had no newline (set once the pipes are here). */
+  #flushLines: (() => void) | null = null
 
   constructor (spec: CliSpawnSpec, callbacks: CliCallbacks, options: CliProcessOptions) {
     this.#options = options
@@ -131,6 +135,9 @@ export class CliProcess implements CliHandle {
       void this.#killGroupLadder()
     })
     child.on('close', (code: number | null, signal: string | null) => {
+      // Pipes given up while a process outside the group held them (#killGroupLadder) end
+      // without 'end': their last line, read already, is still the CLI's, and comes before the exit.
+      this.#flushLines?.()
       this.#finish({ code, signal, stderrTail: [...this.#stderrTail] })
     })
     if (child.stdout !== null) { this.#attach(spec.command); return }
@@ -191,6 +198,7 @@ export class CliProcess implements CliHandle {
     })
     stderr.on('data', (chunk: Buffer) => { lines.push(chunk) })
     stderr.on('end', () => { lines.end() })
+    this.#flushLines = () => { splitter.end(); lines.end() }
 
     // A write racing the CLI's exit fails with EPIPE; the exit report covers it. The helper's
     // pipes arrive as two-way sockets, whose other half may report an error too: never fatal.
@@ -227,8 +235,13 @@ export class CliProcess implements CliHandle {
     return true
   }
 
-  async stop (): Promise<CliExit> {
-    if (this.#exit !== null) return this.#exit
+  stop (): Promise<CliExit> {
+    if (this.#exit !== null) return this.#exited
+    this.#stopping ??= this.#stopLadder()
+    return this.#stopping
+  }
+
+  async #stopLadder (): Promise<CliExit> {
     if (this.#queued !== null) this.#endQueued = true
     else this.#child.stdin?.end()
     if (await this.#waitExit(this.#options.stopTimeoutMs)) return this.#exited
