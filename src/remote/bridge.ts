@@ -66,8 +66,8 @@ export class RemoteBridge {
   /** The link gave the gateway up: no line of the session can reach the host any more. */
   #linkLost = false
 
-  /** `random`: the reconnect jitter's source, [0, 1) (Math.random unless a test pins it); `endWaitMs`: SessionEnding's bound. */
-  constructor (deps: { api: GatewayApi, env: RemoteEnv, args: RemoteArgs, io: BridgeIo, silence?: typeof SILENCE_DEFAULTS, random?: () => number, requestsAtEndMs?: number, giveUpMs?: number, endWaitMs?: number }) {
+  /** `random`: the reconnect jitter's source, [0, 1) (Math.random unless a test pins it); `endWaitMs`: SessionEnding's bound; `createTimeoutMs`: the create's. */
+  constructor (deps: { api: GatewayApi, env: RemoteEnv, args: RemoteArgs, io: BridgeIo, silence?: typeof SILENCE_DEFAULTS, random?: () => number, requestsAtEndMs?: number, giveUpMs?: number, endWaitMs?: number, createTimeoutMs?: number }) {
     this.#answersBeforeEnd = new RequestsBeforeEnd(deps.requestsAtEndMs)
     this.#io = deps.io
     this.#done = new Promise((resolve) => {
@@ -83,7 +83,8 @@ export class RemoteBridge {
       args: deps.args,
       socket: () => this.#link.socket,
       exit: (code) => this.#exit(code),
-      io: deps.io
+      io: deps.io,
+      createTimeoutMs: deps.createTimeoutMs
     })
     this.#outbox = new GatewayOutbox({ socket: () => this.#link.socket, debug: deps.io.debug })
     this.#prompts = new CliPrompts({ args: deps.args, send: (line) => this.#outbox.send(line) })

@@ -12,6 +12,7 @@ import type { RemoteArgs } from './argv.js'
 import { closeCodes } from '../errors.js'
 import { CredentialRenewal } from './credential-renewal.js'
 import { GatewayHttpError, type GatewayApi } from './gateway-api.js'
+import { CREATE_KEY_FIELD, newCreateKey, stopLostCreate } from './lost-create.js'
 import type { RemoteEnv } from './remote-env.js'
 import { ResumeMismatch, checkResumeOptions } from './resume-options.js'
 
@@ -24,6 +25,8 @@ export interface SessionAttachDeps {
   /** Ends claude-remote with `code` at once. */
   exit: (code: number) => void
   io: { warn: (message: string) => void, debug: (message: string) => void }
+  /** The bound on the create's answer (the API's default unless a test shortens it). */
+  createTimeoutMs?: number | undefined
 }
 
 export class SessionAttach {
@@ -60,9 +63,11 @@ export class SessionAttach {
   /** Creates the session or finds --resume's: resolves with null, or with the exit code of a failure (said on stderr). */
   async locate (): Promise<number | null> {
     const { api, args, io } = this.#deps
+    // Names the create, so a session it made whose answer is lost can be found (lost-create.ts).
+    const key = newCreateKey()
     try {
       if (args.resume === null) {
-        const created = await api.createSession(args.options)
+        const created = await api.createSession({ ...args.options, metadata: { [CREATE_KEY_FIELD]: key } }, this.#deps.createTimeoutMs)
         this.#id = String(created.id)
         this.#created = true
       } else {
@@ -77,6 +82,7 @@ export class SessionAttach {
         return 2
       }
       io.warn(err instanceof GatewayHttpError ? err.message : `could not reach the gateway: ${String(err)}`)
+      if (args.resume === null && err instanceof GatewayHttpError && err.maybeArrived) await stopLostCreate(api, key, io.warn)
       return err instanceof GatewayHttpError && err.status === 400 ? 2 : 1
     }
   }

@@ -113,7 +113,8 @@ export async function forwardedRemote (scope: Scope, options: GatewayOptions = {
  * waiting (their bytes buffered, nothing reaches the gateway) until
  * `release`, while plain HTTP (the REST calls) passes; `holdCreate` lets
  * `POST /v1/sessions` reach the gateway but keeps its answer from
- * claude-remote until `release`.
+ * claude-remote until `release`; `proxyCreate` answers it as a proxy that
+ * gave up on the gateway would.
  */
 export interface Gate {
   url: string
@@ -121,6 +122,8 @@ export interface Gate {
   holdWebSockets: () => number
   /** The next `POST /v1/sessions` answer waits until `release`. */
   holdCreate: () => void
+  /** The next `POST /v1/sessions` reaches the gateway, but its answer is replaced by a proxy's HTML page with that status. */
+  proxyCreate: (status: number) => void
   /** Resolves once a held create's answer has arrived from the gateway (the session exists). */
   createAnswered: () => Promise<void>
   /** Lets everything held through, and stops holding. */
@@ -134,6 +137,7 @@ export async function startGate (gatewayUrl: string): Promise<Gate> {
   const websockets = new Set<Socket>()
   let holdingWs = false
   let holdingCreate = false
+  let proxyAnswer: number | null = null
   const waiting: Array<() => void> = []
   let answered: () => void = () => {}
   const createAnswered = new Promise<void>((resolve) => { answered = resolve })
@@ -147,7 +151,7 @@ export async function startGate (gatewayUrl: string): Promise<Gate> {
     client.once('data', (first: Buffer) => {
       const head = first.toString('latin1')
       const isWs = /^upgrade: websocket/im.test(head)
-      const isCreate = holdingCreate && head.startsWith('POST /v1/sessions ')
+      const isCreate = (holdingCreate || proxyAnswer !== null) && head.startsWith('POST /v1/sessions ')
       if (isCreate) holdingCreate = false
       const open = (): void => {
         if (client.destroyed) return
@@ -159,7 +163,16 @@ export async function startGate (gatewayUrl: string): Promise<Gate> {
         }
         upstream.write(first)
         client.pipe(upstream)
-        if (isCreate) {
+        if (isCreate && proxyAnswer !== null) {
+          // A proxy that gave up on the gateway: the session is made, the client gets the proxy's page.
+          const status = proxyAnswer
+          proxyAnswer = null
+          upstream.once('data', () => {
+            const page = `<html><body>${status} from the proxy</body></html>`
+            client.end(`HTTP/1.1 ${status} Proxy Gave Up\r\ncontent-type: text/html\r\ncontent-length: ${page.length}\r\nconnection: close\r\n\r\n${page}`)
+            answered()
+          })
+        } else if (isCreate) {
           const held: Buffer[] = []
           let released = false
           upstream.on('data', (chunk: Buffer) => {
@@ -197,6 +210,7 @@ export async function startGate (gatewayUrl: string): Promise<Gate> {
       return n
     },
     holdCreate: () => { holdingCreate = true },
+    proxyCreate: (status) => { proxyAnswer = status },
     createAnswered: async () => await createAnswered,
     release: () => {
       holdingWs = false
