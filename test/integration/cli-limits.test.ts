@@ -39,6 +39,16 @@ function cliCgroups (parents: CgroupParents, below = ''): string[] {
   return readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory() && e.name.startsWith('cgw-')).map((e) => e.name)
 }
 
+/** A cgroup's CPU throttling as the kernel counts it (cpu.stat: v2 throttled_usec, v1 throttled_time in ns). */
+function cpuStat (dir: string): { throttled: number, throttledUs: number } {
+  const fields = new Map(readFileSync(join(dir, 'cpu.stat'), 'utf8').trim().split('\n').map((l) => l.split(' ') as [string, string]))
+  const ns = fields.get('throttled_time')
+  return {
+    throttled: Number(fields.get('nr_throttled')),
+    throttledUs: ns !== undefined ? Number(ns) / 1000 : Number(fields.get('throttled_usec'))
+  }
+}
+
 async function session (gw: TestGateway, token?: string): Promise<{ id: string, holder: Awaited<ReturnType<TestGateway['connect']>> }> {
   const { id } = await gw.createSession({}, token)
   const holder = await gw.connect(id, '', token)
@@ -113,17 +123,25 @@ describe('per-CLI resource limits (cgroups)', { skip: unavailable ?? false }, ()
     assert.ok(body.exit.oom_kills >= 1, `exit: ${JSON.stringify(body.exit)}`)
   })
 
-  it('holds a busy loop to CLI_CPUS of CPU time', async (t) => {
-    const { gw } = await limitedGateway(t, { CLI_CPUS: '0.2' })
+  it('holds busy loops to CLI_CPUS of CPU time: the kernel throttles the CLI\'s cgroup', async (t) => {
+    const { gw, parents } = await limitedGateway(t, { CLI_CPUS: '0.2' })
     const { holder } = await session(gw)
-    // The shell's own CPU time (`times`, first line) against the wall time of the loop: 0.1 to 0.3 s of CPU,
-    // so at least 5 periods of the 100 ms quota: the 20 ms one period allows at once keeps the ratio under 0.25.
-    const out = await run(holder, 's=$(date +%s%N); i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; e=$(date +%s%N); times; echo wall=$(( (e - s) / 1000000 ))', 60_000)
-    const cpu = /^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/m.exec(out)
+    const [name] = cliCgroups(parents)
+    assert.ok(name !== undefined, 'the CLI has its cgroup')
+    // Four loops at once (about 0.3 s of CPU together): their cgroup wants more than 0.2 of a core even
+    // when a loaded machine gives each task less, so the quota is reached. Only a quota makes the kernel
+    // throttle (cpu.stat), whatever the load; a wall-clock ratio alone also passes on a busy machine without one.
+    const loop = 'i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done'
+    const out = await run(holder, `s=$(date +%s%N); for j in 1 2 3 4; do (${loop}) & done; wait; e=$(date +%s%N); times; echo wall=$(( (e - s) / 1000000 ))`, 60_000)
+    const stat = cpuStat(join(parents.dirs.get('cpu') as string, name))
+    // `times`, second line: the CPU time of the shell's (waited) children, the loops.
+    const cpu = /^\d+m[\d.]+s \d+m[\d.]+s\n(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/m.exec(out)
     const wall = /wall=(\d+)/.exec(out)
     assert.ok(cpu !== null && wall !== null, out)
     const cpuMs = (Number(cpu[1]) * 60 + Number(cpu[2]) + Number(cpu[3]) * 60 + Number(cpu[4])) * 1000
-    assert.ok(cpuMs > 50, `the loop did work: ${cpuMs} ms of CPU`)
+    assert.ok(cpuMs > 50, `the loops did work: ${cpuMs} ms of CPU`)
+    assert.ok(stat.throttled > 0 && stat.throttledUs > 0, `the kernel throttled the CLI's cgroup: ${JSON.stringify(stat)}`)
+    // One period's 20 ms may come at once; beyond that 0.2 of a core, so under 0.3 over at least 5 periods.
     assert.ok(cpuMs / Number(wall[1]) <= 0.3, `CPU ${cpuMs} ms over ${wall[1]} ms of wall time: at most about 0.2 of a core`)
   })
 
