@@ -14,6 +14,8 @@
  * (the rest: cluster-nodes.test.ts).
  */
 import assert from 'node:assert/strict'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { type Frame, isHello, isResult, isStatus } from '../support/frames.js'
 import { TestClient } from '../support/gateway.js'
@@ -55,8 +57,10 @@ for (const backend of backends()) {
       const created = await (cluster.nodes[0] as typeof cluster.nodes[0]).create()
       const seqs: number[] = []
       const frames: Frame[] = []
+      // The turn goes on until this file exists: it spans all three restarts however slow they are.
+      const go = join(cluster.dataDir, `go-${created.id}`)
       let client = await takeOver(cluster.nodes[1] as GatewayNode, created.id)
-      client.sendUser('slow 80 100')
+      client.sendUser(`slow-until ${go} 100`)
       await client.waitFor((f) => textOf(f).startsWith('slow #'))
       const collect = (c: TestClient): void => { for (const f of c.seqFrames) { seqs.push(f.seq); frames.push(f) } }
 
@@ -69,7 +73,10 @@ for (const backend of backends()) {
           collect(client)
           client = await (cluster.nodes[2] as typeof cluster.nodes[0]).connect(created.id, `after=${seqs[seqs.length - 1] ?? 0}`)
           await client.waitFor(isHello)
+          await client.waitFor((f) => textOf(f).startsWith('slow #'), 20_000)
         }
+        // The owner drains with the turn still running; it ends the turn once told to, then exits.
+        if (index === 0) writeFileSync(go, '')
         assert.equal(await node.exited, 0, `${node.id} drained and exited cleanly`)
         cluster.nodes[index] = await cluster.start(node.id)
       }
@@ -83,7 +90,9 @@ for (const backend of backends()) {
       assert.ok(seqs.length >= next.seq)
       assert.deepEqual(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1), 'every seq once, in order, across the restarts')
       const slow = frames.filter((f) => textOf(f).startsWith('slow #')).map(textOf)
-      assert.deepEqual(slow, Array.from({ length: 80 }, (_, i) => `slow #${i}`), 'the whole turn, no part lost')
+      const done = frames.map(textOf).filter((t) => t.startsWith('slow done after '))
+      assert.deepEqual(done, [`slow done after ${slow.length}`], 'the turn\'s end, once, counting every block the client saw')
+      assert.deepEqual(slow, Array.from({ length: slow.length }, (_, i) => `slow #${i}`), 'the whole turn, no part lost')
       assert.equal(result.is_error, false)
       assertContiguous(await storedLog(cluster, created.id))
     })

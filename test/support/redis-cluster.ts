@@ -41,7 +41,18 @@ export function redisClusterMissing (): string | null {
 }
 
 export async function startRedisCluster (options: { timeoutMs?: number } = {}): Promise<RedisCluster> {
-  const timeoutMs = options.timeoutMs ?? 30_000
+  // A port found free can be taken before redis-server binds it (free ports come from the range
+  // the machine's own outgoing connections use): start again on other ports, a few times.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(options.timeoutMs ?? 30_000)
+    } catch (error) {
+      if (attempt >= 3 || !/Address already in use/.test(String((error as Error).message))) throw error
+    }
+  }
+}
+
+async function startOnce (timeoutMs: number): Promise<RedisCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'cgw-redis-cluster-'))
   const children: ChildProcess[] = []
   let stopped: Promise<void> | null = null
