@@ -19,7 +19,8 @@ test('a create answered after claude-remote gave up on it: the session it made i
   t.after(() => gate.close())
   // The create reaches the gateway; its answer is held past claude-remote's bound (never released).
   gate.holdCreate()
-  const remote = startBridge(t, gate.url, { createTimeoutMs: 1_000 })
+  // Bound well past a create's own time on a busy machine: the session is stored when claude-remote looks.
+  const remote = startBridge(t, gate.url, { createTimeoutMs: 5_000 })
   await within(gate.createAnswered(), WAIT_MS, 'the create at the gateway')
   const made = await onlySession(gw)
   assert.equal(typeof made.pid, 'number')

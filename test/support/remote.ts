@@ -162,7 +162,9 @@ export async function startGate (gatewayUrl: string): Promise<Gate> {
           client.on('close', () => websockets.delete(client))
         }
         upstream.write(first)
-        client.pipe(upstream)
+        // A held create goes on at the gateway when claude-remote gives up on it (as behind a proxy
+        // that sat on the answer): its end is not passed on, or the gateway would drop the request.
+        client.pipe(upstream, { end: !(isCreate && proxyAnswer === null) })
         if (isCreate && proxyAnswer !== null) {
           // A proxy that gave up on the gateway: the session is made, the client gets the proxy's page.
           const status = proxyAnswer
