@@ -11,6 +11,8 @@ export class AttentionList {
   readonly element: HTMLElement
   readonly #list = h('ul', { class: 'list', testid: 'attention-list', attrs: { 'aria-label': 'Prompts waiting for an answer' } })
   readonly #count = h('span', { class: 'count', testid: 'attention-count' }, '0')
+  /** Counts the requests made: an answer older than the last one asked is stale. */
+  #asked = 0
 
   constructor (private readonly client: GatewayClient, private readonly onOpen: (sessionId: string) => void) {
     this.element = h('section', { class: 'panel attention', attrs: { 'aria-labelledby': 'attention-title' } },
@@ -20,7 +22,10 @@ export class AttentionList {
 
   /** Rejects on an API error (the app decides: 401 signs out). */
   async refresh (): Promise<void> {
-    this.#render(await this.client.pendingPermissions())
+    // A poll and a refresh after a change can be out at once: an older answer would show a prompt answered since.
+    const asked = ++this.#asked
+    const pending = await this.client.pendingPermissions()
+    if (asked === this.#asked) this.#render(pending)
   }
 
   #render (pending: PendingPermission[]): void {

@@ -17,6 +17,8 @@ export class SessionList {
   #cursor: string | null = null
   #selected: string | null = null
   #live: { id: string, state: string } | null = null
+  /** Counts the list requests made: an answer to one older than the last refresh is stale. */
+  #asked = 0
 
   constructor (private readonly client: GatewayClient, private readonly onOpen: (session: SessionInfo) => void) {
     this.#more.addEventListener('click', () => { void this.#loadMore() })
@@ -43,7 +45,10 @@ export class SessionList {
 
   /** Reloads as many sessions as are shown (at least one page). Rejects on an API error (the app decides: 401 signs out). */
   async refresh (): Promise<void> {
+    // A poll and a refresh after a change can be out at once, and answered in either order.
+    const asked = ++this.#asked
     const page = await this.client.listSessions({ limit: Math.min(100, Math.max(PAGE, this.#sessions.length)) })
+    if (asked !== this.#asked) return
     this.#sessions = page.sessions
     this.#cursor = page.next_cursor
     this.#render()
@@ -51,7 +56,10 @@ export class SessionList {
 
   async #loadMore (): Promise<void> {
     if (this.#cursor === null) return
+    const asked = this.#asked
     const page = await this.client.listSessions({ limit: PAGE, cursor: this.#cursor })
+    // A refresh made meanwhile holds a newer list, and its own cursor.
+    if (asked !== this.#asked) return
     const known = new Set(this.#sessions.map((s) => s.id))
     this.#sessions = [...this.#sessions, ...page.sessions.filter((s) => !known.has(s.id))]
     this.#cursor = page.next_cursor
