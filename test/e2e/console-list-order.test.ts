@@ -9,20 +9,13 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { APIResponse, Route } from 'playwright-core'
-import { launchChromium } from '../support/chromium.js'
-import { STEP_MS, consoleGateway } from '../support/console-page.js'
+import { STEP_MS, clockedPage, consoleGateway } from '../support/console-page.js'
 import { TOKEN_A } from '../support/gateway.js'
 
 test('a session list answered late does not replace a newer one', { timeout: 90_000 }, async (t) => {
   const gw = await consoleGateway(t)
   const { id: first } = await gw.createSession()
-  const browser = await launchChromium()
-  t.after(() => browser.close())
-  const context = await browser.newContext()
-  await context.clock.install()
-  const page = await context.newPage()
-  const pageErrors: string[] = []
-  page.on('pageerror', (err) => pageErrors.push(err.message))
+  const { context, page, pageErrors } = await clockedPage(t)
   await page.goto(`${gw.url}/`)
   await page.getByTestId('signin-token').fill(TOKEN_A)
   await page.getByTestId('signin-submit').click()

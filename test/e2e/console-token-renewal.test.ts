@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import { SignJWT } from 'jose'
 import { buildConsole } from '../../scripts/build-console.mjs'
-import { launchChromium } from '../support/chromium.js'
+import { clockedPage } from '../support/console-page.js'
 import { isHello } from '../support/frames.js'
 import { gateway } from '../support/gateway.js'
 
@@ -32,13 +32,7 @@ test('the console asks for a newer token before its JWT ends, then keeps its Web
   t.after(() => rmSync(consoleDir, { recursive: true, force: true }))
   await buildConsole({ outDir: consoleDir })
   const gw = await gateway(t, { env: { JWT_SECRET, JWT_EXPIRY_ENDS_CONNECTIONS: 'true' }, parts: { consoleDir } })
-  const browser = await launchChromium()
-  t.after(() => browser.close())
-  const context = await browser.newContext()
-  await context.clock.install()
-  const page = await context.newPage()
-  const pageErrors: string[] = []
-  page.on('pageerror', (err) => pageErrors.push(err.message))
+  const { context, page, pageErrors } = await clockedPage(t)
   // Every WebSocket the page opens is counted: a renewal must not reconnect.
   await page.addInitScript(() => {
     const Native = window.WebSocket

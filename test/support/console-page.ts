@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { Browser, Locator, Page } from 'playwright-core'
+import type { Browser, BrowserContext, Locator, Page } from 'playwright-core'
 import { buildConsole } from '../../scripts/build-console.mjs'
 import { launchChromium } from './chromium.js'
 import { type GatewayOptions, type Scope, TOKEN_A, type TestGateway, gateway } from './gateway.js'
@@ -27,6 +27,21 @@ export async function consoleGateway (scope: Scope, options: GatewayOptions = {}
   scope.after(() => rmSync(consoleDir, { recursive: true, force: true }))
   await buildConsole({ outDir: consoleDir })
   return await gateway(scope, { ...options, parts: { ...options.parts, consoleDir } })
+}
+
+/**
+ * A blank page in a Chromium of its own (closed with `scope`) whose clock is Playwright's: timers and
+ * Date move when the test moves them (`context.clock`), the network and the gateway's clock do not.
+ */
+export async function clockedPage (scope: Scope): Promise<ConsolePage & { context: BrowserContext }> {
+  const browser = await launchChromium()
+  scope.after(() => browser.close())
+  const context = await browser.newContext()
+  await context.clock.install()
+  const page = await context.newPage()
+  const pageErrors: string[] = []
+  page.on('pageerror', (err) => pageErrors.push(err.message))
+  return { context, page, pageErrors }
 }
 
 /**
